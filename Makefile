@@ -1,0 +1,49 @@
+# gompi build, test and benchmark entry points. See README.md.
+GO          ?= go
+BIN         := bin
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 10s
+NP          ?= 4
+
+.PHONY: all build setup test unit fuzz demo bench lint fmt clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
+
+# Installs the system packages the end-to-end tests use (MPICH, OpenSSH, iproute2).
+setup:
+	bash test/setup.sh
+
+# Everything CI runs: vet, unit and end-to-end tests under the race detector, then
+# a short bounded run of every fuzz target.
+test: setup build
+	$(GO) vet ./...
+	$(GO) test -race -timeout 30m -count=1 ./...
+	$(MAKE) fuzz
+
+unit:
+	$(GO) test -race -short -count=1 ./...
+
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash test/fuzz.sh
+
+# Runs the demo job on this machine with the fork launcher (no SSH needed).
+demo: build
+	./$(BIN)/gompiexec -n $(NP) -l ./$(BIN)/pi
+
+bench: setup build
+	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN)
