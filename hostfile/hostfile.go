@@ -1,0 +1,254 @@
+// Package hostfile reads host lists (MPICH machinefiles, Open MPI hostfiles,
+// -hosts lists, Slurm and PBS allocations) and places ranks on them.
+package hostfile
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// Host is one node of the allocation.
+type Host struct {
+	Name     string // as written in the host list
+	Slots    int    // >= 1
+	MaxSlots int    // 0 = no limit (Open MPI max_slots=)
+	User     string // optional login user (Hydra's user= token)
+}
+
+// ParseError names the file, line and token that could not be read.
+type ParseError struct {
+	File  string
+	Line  int // 1-based; 0 when the input is not line-based (-hosts lists)
+	Token string
+	Msg   string
+}
+
+func (e *ParseError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Token != "" {
+		return fmt.Sprintf("%s: %s in %q", loc, e.Msg, e.Token)
+	}
+	return fmt.Sprintf("%s: %s", loc, e.Msg)
+}
+
+// maxSlots bounds slot counts so arithmetic on them cannot overflow.
+const maxSlots = 1 << 20
+
+// Parse reads a hostfile. Lines hold `host`, `host:N`, or `host slots=N
+// max_slots=M user=U`; `#` starts a comment. A host named on several lines is
+// one host whose slots add up (PBS node files list a host once per slot).
+func Parse(r io.Reader, filename string) ([]Host, error) {
+	var hosts []Host
+	index := map[string]int{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	line := 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		fields := strings.Fields(text)
+		if len(fields) == 0 {
+			continue
+		}
+		perr := func(tok, msg string) error {
+			return &ParseError{File: filename, Line: line, Token: tok, Msg: msg}
+		}
+		h, err := parseHostSpec(fields[0])
+		if err != nil {
+			return nil, perr(fields[0], err.Error())
+		}
+		slotsGiven := strings.Contains(fields[0], ":")
+		for _, tok := range fields[1:] {
+			k, v, ok := strings.Cut(tok, "=")
+			if !ok {
+				return nil, perr(tok, "expected key=value")
+			}
+			switch k {
+			case "slots", "cpu", "cpus":
+				n, err := parseCount(v)
+				if err != nil {
+					return nil, perr(tok, err.Error())
+				}
+				if slotsGiven {
+					return nil, perr(tok, "slot count given twice")
+				}
+				h.Slots, slotsGiven = n, true
+			case "max_slots", "max-slots":
+				n, err := parseCount(v)
+				if err != nil {
+					return nil, perr(tok, err.Error())
+				}
+				h.MaxSlots = n
+			case "user":
+				if v == "" || strings.ContainsAny(v, "@/ \t") {
+					return nil, perr(tok, "bad user name")
+				}
+				h.User = v
+			default:
+				return nil, perr(tok, "unsupported token (known: slots=, max_slots=, user=)")
+			}
+		}
+		if h.MaxSlots > 0 && h.MaxSlots < h.Slots {
+			return nil, perr(fields[0], fmt.Sprintf("max_slots=%d is less than slots=%d", h.MaxSlots, h.Slots))
+		}
+		if i, ok := index[h.Name]; ok {
+			if err := merge(&hosts[i], h); err != nil {
+				return nil, perr(fields[0], err.Error())
+			}
+			continue
+		}
+		index[h.Name] = len(hosts)
+		hosts = append(hosts, h)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &ParseError{File: filename, Line: line + 1, Msg: err.Error()}
+	}
+	if len(hosts) == 0 {
+		return nil, &ParseError{File: filename, Msg: "no hosts listed"}
+	}
+	return hosts, nil
+}
+
+// merge folds a repeated host line into the first one.
+func merge(dst *Host, h Host) error {
+	if h.User != "" && dst.User != "" && h.User != dst.User {
+		return fmt.Errorf("host %s listed with users %s and %s", h.Name, dst.User, h.User)
+	}
+	if dst.User == "" {
+		dst.User = h.User
+	}
+	dst.Slots += h.Slots
+	if dst.Slots > maxSlots {
+		return fmt.Errorf("host %s has more than %d slots", h.Name, maxSlots)
+	}
+	if h.MaxSlots > 0 || dst.MaxSlots > 0 {
+		dst.MaxSlots += h.MaxSlots
+		if dst.MaxSlots < dst.Slots {
+			dst.MaxSlots = dst.Slots
+		}
+	}
+	return nil
+}
+
+// ParseFile reads the hostfile at path.
+func ParseFile(path string) ([]Host, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("hostfile: %w", err)
+	}
+	defer f.Close()
+	return Parse(f, path)
+}
+
+// ParseList reads a -hosts list such as "a,b:2,c".
+func ParseList(list string) ([]Host, error) {
+	var hosts []Host
+	index := map[string]int{}
+	for i, item := range strings.Split(list, ",") {
+		item = strings.TrimSpace(item)
+		perr := func(msg string) error {
+			return &ParseError{File: "-hosts", Token: item, Msg: fmt.Sprintf("entry %d: %s", i+1, msg)}
+		}
+		if item == "" {
+			return nil, perr("empty host name")
+		}
+		h, err := parseHostSpec(item)
+		if err != nil {
+			return nil, perr(err.Error())
+		}
+		if j, ok := index[h.Name]; ok {
+			if err := merge(&hosts[j], h); err != nil {
+				return nil, perr(err.Error())
+			}
+			continue
+		}
+		index[h.Name] = len(hosts)
+		hosts = append(hosts, h)
+	}
+	return hosts, nil
+}
+
+// parseHostSpec reads `host` or `host:N` (a further `:field` is ignored, as
+// Hydra does).
+func parseHostSpec(s string) (Host, error) {
+	parts := strings.SplitN(s, ":", 3)
+	h := Host{Name: parts[0], Slots: 1}
+	if err := checkName(h.Name); err != nil {
+		return Host{}, err
+	}
+	if len(parts) > 1 {
+		n, err := parseCount(parts[1])
+		if err != nil {
+			return Host{}, err
+		}
+		h.Slots = n
+	}
+	return h, nil
+}
+
+func checkName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty host name")
+	}
+	if len(name) > 255 {
+		return fmt.Errorf("host name longer than 255 bytes")
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || strings.ContainsRune("/\\,;=@\"'`$", r) {
+			return fmt.Errorf("bad character %q in host name", r)
+		}
+	}
+	return nil
+}
+
+func parseCount(s string) (int, error) {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, fmt.Errorf("bad slot count %q", s)
+	}
+	if n < 1 || n > maxSlots {
+		return 0, fmt.Errorf("slot count %d out of range 1..%d", n, maxSlots)
+	}
+	return n, nil
+}
+
+// Localhost is the default allocation: this machine with one slot per CPU.
+func Localhost() []Host {
+	return []Host{{Name: "localhost", Slots: runtime.NumCPU()}}
+}
+
+// FromEnvironment looks for a batch allocation: Slurm (SLURM_JOB_NODELIST or
+// SLURM_NODELIST, with SLURM_TASKS_PER_NODE), then PBS_NODEFILE. It returns
+// (nil, "", nil) when neither is present.
+func FromEnvironment(getenv func(string) string) ([]Host, string, error) {
+	nodes := getenv("SLURM_JOB_NODELIST")
+	if nodes == "" {
+		nodes = getenv("SLURM_NODELIST")
+	}
+	if nodes != "" {
+		h, err := ParseSlurm(nodes, getenv("SLURM_TASKS_PER_NODE"))
+		if err != nil {
+			return nil, "slurm", fmt.Errorf("slurm allocation: %w", err)
+		}
+		return h, "slurm", nil
+	}
+	if path := getenv("PBS_NODEFILE"); path != "" {
+		h, err := ParseFile(path)
+		if err != nil {
+			return nil, "pbs", fmt.Errorf("PBS_NODEFILE: %w", err)
+		}
+		return h, "pbs", nil
+	}
+	return nil, "", nil
+}
