@@ -1,0 +1,222 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// options is the parsed command line.
+type options struct {
+	hostfile, hosts       string
+	ppn                   int
+	roundRobin            bool
+	genv                  []string
+	envMode               string // "all", "none", "list"
+	envList               []string
+	prepend               bool
+	launcher, launcherExe string
+	verbose               bool
+	timeout               time.Duration
+	grace                 time.Duration
+	printAll              bool
+	pmiPort               bool
+	ckptPrefix            string
+	ckptInterval          time.Duration
+	proxyPath             string
+	help, version         bool
+	segments              []segment
+}
+
+type segment struct {
+	n    int // 0: not given
+	nSet bool
+	env  []string
+	wdir string
+	argv []string
+}
+
+// UsageError is a command-line mistake; main prints it with a hint.
+type UsageError struct{ Msg string }
+
+func (e *UsageError) Error() string { return e.Msg }
+
+func usagef(format string, a ...any) error { return &UsageError{fmt.Sprintf(format, a...)} }
+
+type optSpec struct {
+	arity int // values taken
+	local bool
+	apply func(o *options, s *segment, v []string) error
+}
+
+func intArg(name, v string, min int) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min {
+		return 0, usagef("-%s %q: want an integer >= %d", name, v, min)
+	}
+	return n, nil
+}
+
+func durArg(name, v string) (time.Duration, error) {
+	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
+		return time.Duration(n * float64(time.Second)), nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, usagef("-%s %q: want seconds or a duration like 90s", name, v)
+	}
+	return d, nil
+}
+
+func envPair(name string, v []string) (string, error) {
+	if len(v) == 1 {
+		if !strings.Contains(v[0], "=") {
+			return "", usagef("-%s %q: want NAME VALUE or NAME=VALUE", name, v[0])
+		}
+		return v[0], nil
+	}
+	if v[0] == "" || strings.Contains(v[0], "=") {
+		return "", usagef("-%s: bad variable name %q", name, v[0])
+	}
+	return v[0] + "=" + v[1], nil
+}
+
+var specs = map[string]optSpec{}
+
+func alias(spec optSpec, names ...string) {
+	for _, n := range names {
+		specs[n] = spec
+	}
+}
+
+func init() {
+	alias(optSpec{1, true, func(o *options, s *segment, v []string) error {
+		n, err := strconv.Atoi(v[0])
+		if err != nil || n < 1 {
+			return usagef("-n %q: need at least 1 process", v[0])
+		}
+		s.n, s.nSet = n, true
+		return nil
+	}}, "n", "np")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.hostfile = v[0]; return nil }},
+		"f", "hostfile", "machinefile")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.hosts = v[0]; return nil }},
+		"hosts", "host", "hostlist", "machine", "machines", "machinelist")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.ppn, err = intArg("ppn", v[0], 1); return }}, "ppn")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.roundRobin = true; return nil }}, "rr")
+	alias(optSpec{2, false, func(o *options, _ *segment, v []string) error {
+		kv, err := envPair("genv", v)
+		o.genv = append(o.genv, kv)
+		return err
+	}}, "genv")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.envMode = "all"; return nil }}, "genvall")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.envMode = "none"; return nil }}, "genvnone")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+		o.envMode, o.envList = "list", strings.Split(v[0], ",")
+		return nil
+	}}, "genvlist")
+	alias(optSpec{2, true, func(o *options, s *segment, v []string) error {
+		kv, err := envPair("env", v)
+		s.env = append(s.env, kv)
+		return err
+	}}, "env")
+	alias(optSpec{1, true, func(o *options, s *segment, v []string) error { s.wdir = v[0]; return nil }}, "wdir", "dir")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.prepend = true; return nil }}, "l", "prepend-rank")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+		switch v[0] {
+		case "fork", "ssh", "rsh":
+		default:
+			return usagef("-launcher %q: known launchers are fork, ssh, rsh", v[0])
+		}
+		o.launcher = v[0]
+		return nil
+	}}, "launcher", "bootstrap")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.launcherExe = v[0]; return nil }}, "launcher-exec", "bootstrap-exec")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.verbose = true; return nil }}, "v", "verbose", "debug")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.timeout, err = durArg("timeout", v[0]); return }}, "timeout")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.grace, err = durArg("grace", v[0]); return }}, "grace")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.printAll = true; return nil }}, "print-all-exitcodes")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiPort = true; return nil }}, "pmi-port")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.ckptPrefix = v[0]; return nil }}, "ckpoint-prefix")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.ckptInterval, err = durArg("ckpoint-interval", v[0])
+		return
+	}}, "ckpoint-interval")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.proxyPath = v[0]; return nil }}, "proxy-path")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.help = true; return nil }}, "h", "help")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.version = true; return nil }}, "version", "info")
+}
+
+// parseArgs reads Hydra-style arguments: options before each program, one
+// or two leading dashes, `-opt=value` accepted, MPMD segments split by ":".
+func parseArgs(args []string) (*options, error) {
+	o := &options{envMode: "all"}
+	seg := &segment{}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == ":" {
+			if len(seg.argv) == 0 {
+				return nil, usagef("':' must follow a program (segment %d has none)", len(o.segments)+1)
+			}
+			o.segments = append(o.segments, *seg)
+			seg = &segment{}
+			continue
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" || len(seg.argv) > 0 {
+			// The program and its arguments run up to the next ":".
+			j := i
+			for j < len(args) && args[j] != ":" {
+				j++
+			}
+			seg.argv = append(seg.argv, args[i:j]...)
+			i = j - 1
+			continue
+		}
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		var inline []string
+		if k, v, ok := strings.Cut(name, "="); ok {
+			name, inline = k, []string{v}
+		}
+		spec, ok := specs[strings.ToLower(name)]
+		if !ok {
+			return nil, usagef("unknown option %s", a)
+		}
+		vals := inline
+		need := spec.arity
+		if need == 2 && len(inline) == 1 {
+			need = 1 // -genv K=V
+		}
+		if need == 2 && i+1 < len(args) && strings.Contains(args[i+1], "=") && !strings.HasPrefix(args[i+1], "-") {
+			need = 1
+		}
+		if len(inline) == 0 {
+			if i+need > len(args)-1 {
+				return nil, usagef("option %s needs %d value(s)", a, need)
+			}
+			vals = args[i+1 : i+1+need]
+			i += need
+		} else if spec.arity == 0 {
+			return nil, usagef("option -%s takes no value", name)
+		}
+		if err := spec.apply(o, seg, vals); err != nil {
+			return nil, err
+		}
+	}
+	if len(seg.argv) > 0 {
+		o.segments = append(o.segments, *seg)
+	} else if len(o.segments) > 0 || seg.nSet || len(seg.env) > 0 {
+		return nil, usagef("no program given after the last options")
+	}
+	if o.help || o.version {
+		return o, nil
+	}
+	if len(o.segments) == 0 {
+		return nil, usagef("no program given")
+	}
+	if o.hostfile != "" && o.hosts != "" {
+		return nil, errors.New("give either -f or -hosts, not both")
+	}
+	return o, nil
+}

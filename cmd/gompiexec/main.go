@@ -1,0 +1,338 @@
+// Command gompiexec runs MPI jobs: gompiexec -n 4 ./app.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/mpiexec"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+const helpText = `gompiexec runs an MPI job: it places ranks on hosts, starts one gompi-proxy
+per host, forwards stdio and signals, and tears the job down when a rank fails.
+
+Usage:
+  gompiexec [global options] [local options] program [args] [: [local options] program [args]]...
+
+Examples:
+  gompiexec -n 4 ./app                      4 ranks on this machine
+  gompiexec -l -n 4 ./app                   prefix output lines with [rank]
+  gompiexec -f hosts -n 64 ./app            hosts: "node:4" or "node slots=4" per line
+  gompiexec -hosts a,b:2 -ppn 2 -n 8 ./app
+  gompiexec -n 1 ./server : -n 3 ./client   MPMD, appnum 0 and 1
+  gompiexec -genv OMP_NUM_THREADS 2 -timeout 600 -n 8 ./app
+
+Options take one or two leading dashes; -opt=value also works.
+
+Local options (per program segment):
+  -n, -np N                 number of processes (default: all slots)
+  -env NAME VALUE           set a variable for this segment's ranks
+  -wdir DIR                 working directory
+
+Global options:
+  -f, -hostfile, -machinefile FILE   host file (MPICH "host:N" or Open MPI "host slots=N")
+  -hosts LIST               comma-separated hosts, "host:N" for N slots
+  -ppn N                    processes per host (overrides slot counts)
+  -rr                       place ranks round-robin over hosts
+  -genv NAME VALUE          set a variable for all ranks
+  -genvall                  pass gompiexec's whole environment (default)
+  -genvnone                 pass none of it (ranks get PATH, HOME, USER, ... only)
+  -genvlist A,B             pass only these variables
+  -l, -prepend-rank         prefix every output line with [rank]
+  -launcher fork|ssh|rsh    how proxies are started (default: fork for this host)
+  -launcher-exec PATH       rsh-style agent: runs "PATH host command..."
+  -proxy-path PATH          gompi-proxy on every host (default: next to gompiexec)
+  -timeout SECONDS          kill the job after this long (also MPIEXEC_TIMEOUT); exit code 124
+  -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3)
+  -print-all-exitcodes      print every rank's exit status
+  -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
+  -ckpoint-prefix DIR       checkpoint directory (reserved for checkpoint/restart)
+  -ckpoint-interval SECONDS checkpoint interval (reserved)
+  -v, -verbose              log launch steps to stderr
+  -h, -help                 this help;  -version  print the version
+
+Environment: HYDRA_HOST_FILE (as -f), MPIEXEC_TIMEOUT (as -timeout), GOMPI_PROXY
+(as -proxy-path). Without -f/-hosts, a Slurm or PBS allocation is used when present,
+else this machine with one slot per CPU.
+
+Exit status: 0 when every rank exits 0; else the first failing rank's exit code, or
+128+signal when it was killed by a signal; 124 on timeout; 255 on launcher errors.
+
+Shell completion: gompiexec completion bash|zsh|fish
+`
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func newRoot(code *int) *cobra.Command {
+	root := &cobra.Command{
+		Use:                "gompiexec [options] program [args] [: ...]",
+		Short:              "Run an MPI job",
+		Long:               helpText,
+		Version:            version,
+		DisableFlagParsing: true, // Hydra's grammar (-genv K V, ':' segments) is not pflag's
+		SilenceUsage:       true,
+		SilenceErrors:      true,
+		Args:               cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 && args[0] == "completion" {
+				return completion(cmd, args[1:])
+			}
+			c, err := runJob(args)
+			*code = c
+			return err
+		},
+	}
+	root.SetHelpTemplate("{{.Long}}")
+	return root
+}
+
+func completion(cmd *cobra.Command, args []string) error {
+	shell := "bash"
+	if len(args) > 0 {
+		shell = args[0]
+	}
+	root := cmd.Root()
+	switch shell {
+	case "bash":
+		return root.GenBashCompletionV2(os.Stdout, true)
+	case "zsh":
+		return root.GenZshCompletion(os.Stdout)
+	case "fish":
+		return root.GenFishCompletion(os.Stdout, true)
+	}
+	return usagef("completion: unknown shell %q (bash, zsh, fish)", shell)
+}
+
+func run(args []string) int {
+	code := 0
+	root := newRoot(&code)
+	root.SetArgs(args)
+	if err := root.Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "gompiexec: %v\n", err)
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(os.Stderr, "Run 'gompiexec --help' for usage.")
+		}
+		if code == 0 {
+			code = mpiexec.ExitInternal
+		}
+	}
+	return code
+}
+
+func runJob(args []string) (int, error) {
+	o, err := parseArgs(args)
+	if err != nil {
+		return 0, err
+	}
+	if o.help {
+		fmt.Print(helpText)
+		return 0, nil
+	}
+	if o.version {
+		fmt.Printf("gompiexec version %s\n", version)
+		return 0, nil
+	}
+	cfg, err := buildConfig(o)
+	if err != nil {
+		return 0, err
+	}
+	ctx := context.Background()
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	cfg.Signals = sigs
+	return mpiexec.Run(ctx, *cfg)
+}
+
+func buildConfig(o *options) (*mpiexec.Config, error) {
+	cfg := &mpiexec.Config{
+		PrependRank:       o.prepend,
+		Grace:             o.grace,
+		PrintAllExitCodes: o.printAll,
+		Stdin:             os.Stdin,
+		Stdout:            os.Stdout,
+		Stderr:            os.Stderr,
+	}
+	level := slog.LevelWarn
+	if o.verbose {
+		level = slog.LevelDebug
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	hosts, err := resolveHosts(o)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Hosts = hosts
+	cfg.Place = hostfile.Options{PPN: o.ppn}
+	if o.roundRobin {
+		cfg.Place.Policy = hostfile.RoundRobin
+	}
+
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range o.segments {
+		wdir := cwd
+		if s.wdir != "" {
+			wdir = s.wdir
+			if !filepath.IsAbs(wdir) {
+				wdir = filepath.Join(cwd, wdir)
+			}
+			if st, err := os.Stat(wdir); err != nil || !st.IsDir() {
+				return nil, usagef("-wdir %s: not a directory", s.wdir)
+			}
+		}
+		prog, err := checkProgram(s.argv[0], wdir)
+		if err != nil {
+			return nil, err
+		}
+		n := s.n
+		if !s.nSet {
+			if len(o.segments) > 1 {
+				return nil, usagef("segment %d (%s): give -n for each MPMD segment", i+1, s.argv[0])
+			}
+			for _, h := range hosts {
+				n += h.Slots
+			}
+			if o.ppn > 0 {
+				n = o.ppn * len(hosts)
+			}
+		}
+		argv := append([]string{prog}, s.argv[1:]...)
+		cfg.Segments = append(cfg.Segments, mpiexec.Segment{Argv: argv, N: n, Env: s.env, Wdir: wdir})
+	}
+
+	switch o.envMode {
+	case "all":
+		cfg.Env = os.Environ()
+	case "none":
+		cfg.EnvNone = true
+	case "list":
+		cfg.EnvNone = true
+		for _, k := range o.envList {
+			if v, ok := os.LookupEnv(k); ok {
+				cfg.Env = append(cfg.Env, k+"="+v)
+			}
+		}
+	}
+	cfg.Env = append(cfg.Env, o.genv...)
+
+	cfg.Timeout = o.timeout
+	if cfg.Timeout == 0 {
+		if v := os.Getenv("MPIEXEC_TIMEOUT"); v != "" {
+			if cfg.Timeout, err = durArg("MPIEXEC_TIMEOUT", v); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.grace == 0 {
+		cfg.Grace = 3 * time.Second
+	}
+
+	cfg.ProxyPath, err = proxyPath(o.proxyPath)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Backend, err = backendFor(o)
+	if err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func resolveHosts(o *options) ([]hostfile.Host, error) {
+	file := o.hostfile
+	if file == "" && o.hosts == "" {
+		file = os.Getenv("HYDRA_HOST_FILE")
+	}
+	switch {
+	case file != "":
+		return hostfile.ParseFile(file)
+	case o.hosts != "":
+		return hostfile.ParseList(o.hosts)
+	}
+	hosts, _, err := hostfile.FromEnvironment(os.Getenv)
+	if err != nil || hosts != nil {
+		return hosts, err
+	}
+	return hostfile.Localhost(), nil
+}
+
+// checkProgram refuses a missing or non-executable program before anything
+// starts. Paths with a slash are resolved against the rank's working
+// directory, bare names through PATH.
+func checkProgram(prog, wdir string) (string, error) {
+	if !strings.Contains(prog, "/") {
+		p, err := exec.LookPath(prog)
+		if err != nil {
+			return "", usagef("program %q not found in PATH", prog)
+		}
+		return p, nil
+	}
+	p := prog
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(wdir, p)
+	}
+	st, err := os.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", usagef("program %s not found (looked for %s)", prog, p)
+	case err != nil:
+		return "", usagef("program %s: %v", prog, err)
+	case st.IsDir():
+		return "", usagef("program %s is a directory", prog)
+	case st.Mode().Perm()&0o111 == 0:
+		return "", usagef("program %s is not executable (chmod +x %s)", prog, p)
+	}
+	return p, nil
+}
+
+func proxyPath(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if p := os.Getenv("GOMPI_PROXY"); p != "" {
+		return p, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(filepath.Dir(self), "gompi-proxy")
+	if _, err := os.Stat(p); err != nil {
+		if lp, lerr := exec.LookPath("gompi-proxy"); lerr == nil {
+			return lp, nil
+		}
+		return "", fmt.Errorf("gompi-proxy not found next to %s or in PATH (set -proxy-path)", self)
+	}
+	return p, nil
+}
+
+// backendFor chooses how each host's proxy is started: fork for this
+// machine (or everything under -launcher fork); remote hosts need ssh/rsh.
+func backendFor(o *options) (func(hostfile.Host) launcher.Backend, error) {
+	if o.launcher == "ssh" || o.launcher == "rsh" || o.launcherExe != "" {
+		return nil, usagef("-launcher %s: remote launchers are not available in this build yet; use -launcher fork or local hosts", o.launcher)
+	}
+	return func(h hostfile.Host) launcher.Backend { return launcher.Fork{} }, nil
+}

@@ -1,0 +1,207 @@
+// Package control is the launcher↔proxy protocol (docs/control.md). It runs
+// over yamux streams: the launcher opens a control stream to each proxy and,
+// for the proxy hosting rank 0, a stdin stream. Every stream starts with one
+// kind byte. On the control stream both sides send frames: a type byte, a
+// big-endian uint32 length, then the payload.
+package control
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Version is checked in the Job message; proxies refuse other versions.
+const Version = 1
+
+// Stream kinds: the first byte a launcher writes on a new stream.
+const (
+	StreamControl byte = 'C'
+	StreamStdin   byte = 'I'
+)
+
+// Frame types.
+const (
+	FrameMsg    byte = 1 // JSON-encoded Msg
+	FrameOutput byte = 2 // rank uint32, fd byte, data
+)
+
+// MaxFrame bounds a frame so a corrupt length cannot make us allocate
+// gigabytes.
+const MaxFrame = 16 << 20
+
+// ErrFrameTooLarge is returned for frames longer than MaxFrame.
+var ErrFrameTooLarge = errors.New("control: frame too large")
+
+// Message kinds (Msg.T).
+const (
+	// launcher → proxy
+	MsgJob    = "job"    // Job: what to run
+	MsgSignal = "signal" // Sig: deliver to every rank's process group
+	MsgKill   = "kill"   // SIGTERM every rank, SIGKILL after the job's grace period
+	// proxy → launcher
+	MsgStarted = "started" // Pids: one per local rank, in Job.Ranks order
+	MsgExit    = "exit"    // Rank, Code, Signal: a rank ended
+	MsgError   = "error"   // Error: the proxy cannot go on; Rank set when it concerns one rank
+	MsgDone    = "done"    // every local rank has ended and its output was sent
+)
+
+// Msg is the JSON payload of a FrameMsg. Fields are used per kind (T).
+type Msg struct {
+	T      string `json:"t"`
+	Job    *Job   `json:"job,omitempty"`
+	Sig    int    `json:"sig,omitempty"`
+	Pids   []int  `json:"pids,omitempty"`
+	Rank   int    `json:"rank,omitempty"`
+	Code   int    `json:"code,omitempty"`
+	Signal int    `json:"signal,omitempty"`
+	Error  string `json:"error,omitempty"`
+}
+
+// Job tells a proxy what to run.
+type Job struct {
+	Version int        `json:"version"`
+	JobID   string     `json:"jobid"`
+	Host    string     `json:"host"`
+	Size    int        `json:"size"`
+	GraceMS int        `json:"grace_ms"`
+	Apps    []App      `json:"apps"`
+	Ranks   []RankSpec `json:"ranks"`
+	// Env is applied to every rank after the proxy's base environment.
+	Env []string `json:"env"`
+	// EnvNone starts ranks from a minimal base environment (PATH, HOME, ...)
+	// instead of the proxy's own.
+	EnvNone bool `json:"env_none,omitempty"`
+}
+
+// App is one MPMD segment.
+type App struct {
+	Argv []string `json:"argv"`
+	Env  []string `json:"env"`
+	Wdir string   `json:"wdir"`
+}
+
+// RankSpec is one rank this proxy runs.
+type RankSpec struct {
+	Rank      int `json:"rank"`
+	LocalRank int `json:"local_rank"`
+	AppNum    int `json:"app"`
+}
+
+// Conn frames messages on a stream. Reads are done by one goroutine; writes
+// are serialised by a mutex so output and control frames never interleave.
+type Conn struct {
+	r  *bufio.Reader
+	mu sync.Mutex
+	w  *bufio.Writer
+	c  io.Closer
+}
+
+// NewConn wraps a stream.
+func NewConn(rw io.ReadWriteCloser) *Conn {
+	return &Conn{r: bufio.NewReaderSize(rw, 64<<10), w: bufio.NewWriterSize(rw, 64<<10), c: rw}
+}
+
+// Close closes the underlying stream.
+func (c *Conn) Close() error { return c.c.Close() }
+
+// Send writes one message and flushes.
+func (c *Conn) Send(m Msg) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("control: encode %s: %w", m.T, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.writeFrame(FrameMsg, b); err != nil {
+		return err
+	}
+	return c.w.Flush()
+}
+
+// SendOutput writes one output chunk; flush says whether to push it out now
+// (callers batch when more output is already waiting).
+func (c *Conn) SendOutput(rank int, fd byte, data []byte, flush bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var hdr [10]byte
+	hdr[0] = FrameOutput
+	binary.BigEndian.PutUint32(hdr[1:5], uint32(5+len(data)))
+	binary.BigEndian.PutUint32(hdr[5:9], uint32(rank))
+	hdr[9] = fd
+	if _, err := c.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if _, err := c.w.Write(data); err != nil {
+		return err
+	}
+	if flush {
+		return c.w.Flush()
+	}
+	return nil
+}
+
+// Flush pushes buffered frames out.
+func (c *Conn) Flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w.Flush()
+}
+
+func (c *Conn) writeFrame(typ byte, payload []byte) error {
+	var hdr [5]byte
+	hdr[0] = typ
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	if _, err := c.w.Write(hdr[:]); err != nil {
+		return err
+	}
+	_, err := c.w.Write(payload)
+	return err
+}
+
+// Frame is one received frame.
+type Frame struct {
+	Type byte
+	Msg  Msg    // FrameMsg
+	Rank int    // FrameOutput
+	FD   byte   // FrameOutput: 1 stdout, 2 stderr
+	Data []byte // FrameOutput; valid until the next Recv
+}
+
+// Recv reads the next frame.
+func (c *Conn) Recv(buf []byte) (Frame, []byte, error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
+		return Frame{}, buf, err
+	}
+	n := binary.BigEndian.Uint32(hdr[1:])
+	if n > MaxFrame {
+		return Frame{}, buf, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+	}
+	if cap(buf) < int(n) {
+		buf = make([]byte, n)
+	}
+	buf = buf[:n]
+	if _, err := io.ReadFull(c.r, buf); err != nil {
+		return Frame{}, buf, fmt.Errorf("control: short frame: %w", err)
+	}
+	switch hdr[0] {
+	case FrameMsg:
+		var m Msg
+		if err := json.Unmarshal(buf, &m); err != nil {
+			return Frame{}, buf, fmt.Errorf("control: bad message: %w", err)
+		}
+		return Frame{Type: FrameMsg, Msg: m}, buf, nil
+	case FrameOutput:
+		if n < 5 {
+			return Frame{}, buf, errors.New("control: short output frame")
+		}
+		return Frame{Type: FrameOutput, Rank: int(binary.BigEndian.Uint32(buf[:4])), FD: buf[4], Data: buf[5:]}, buf, nil
+	default:
+		return Frame{}, buf, fmt.Errorf("control: unknown frame type %d", hdr[0])
+	}
+}

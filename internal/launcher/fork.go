@@ -1,0 +1,109 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+)
+
+// Fork starts proxies as local child processes.
+type Fork struct{}
+
+// Name implements Backend.
+func (Fork) Name() string { return "fork" }
+
+// Start implements Backend.
+func (Fork) Start(ctx context.Context, spec Spec) (Proc, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("fork: empty proxy command")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		inR.Close()
+		inW.Close()
+		return nil, err
+	}
+	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd.Env = append(os.Environ(), spec.Env...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, spec.Stderr
+	// Own process group: a terminal's Ctrl-C reaches only gompiexec, which
+	// forwards it. Pdeathsig: the proxy dies with gompiexec, even on SIGKILL.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	err = StartLocked(cmd)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		inW.Close()
+		outR.Close()
+		return nil, fmt.Errorf("fork %s: %w", spec.Argv[0], err)
+	}
+	return &forkProc{cmd: cmd, in: inW, out: outR}, nil
+}
+
+type forkProc struct {
+	cmd       *exec.Cmd
+	in, out   *os.File
+	closeOnce sync.Once
+	waitOnce  sync.Once
+	waitErr   error
+}
+
+func (p *forkProc) Read(b []byte) (int, error)  { return p.out.Read(b) }
+func (p *forkProc) Write(b []byte) (int, error) { return p.in.Write(b) }
+
+func (p *forkProc) Close() error {
+	p.closeOnce.Do(func() {
+		p.in.Close()
+		p.out.Close()
+	})
+	return nil
+}
+
+func (p *forkProc) Wait() error {
+	p.waitOnce.Do(func() { p.waitErr = p.cmd.Wait() })
+	return p.waitErr
+}
+
+func (p *forkProc) Kill() error {
+	err := p.cmd.Process.Kill()
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// forkThread runs every fork on one locked OS thread. Linux delivers
+// Pdeathsig when the *thread* that forked the child exits, and the Go
+// runtime may retire idle threads; a thread that lives as long as the
+// process makes Pdeathsig mean "parent process died".
+var forkThread = struct {
+	once sync.Once
+	reqs chan func()
+}{reqs: make(chan func())}
+
+// StartLocked starts cmd from the process's dedicated fork thread.
+func StartLocked(cmd *exec.Cmd) error {
+	forkThread.once.Do(func() {
+		go func() {
+			runtime.LockOSThread()
+			for f := range forkThread.reqs {
+				f()
+			}
+		}()
+	})
+	errc := make(chan error, 1)
+	forkThread.reqs <- func() { errc <- cmd.Start() }
+	return <-errc
+}

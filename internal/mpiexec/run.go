@@ -1,0 +1,456 @@
+// Package mpiexec is gompiexec's engine: it places ranks, starts one proxy per
+// host through a launcher backend, supervises the job over the control
+// protocol, forwards stdio and signals, and decides the job's exit code.
+package mpiexec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/internal/control"
+	"github.com/gompi/gompi/internal/launcher"
+	"github.com/hashicorp/yamux"
+)
+
+// Exit codes gompiexec itself chooses (a failing rank's own code otherwise).
+const (
+	ExitTimeout  = 124 // -timeout / MPIEXEC_TIMEOUT expired
+	ExitInternal = 255 // launcher or proxy failure not caused by a rank
+)
+
+// Segment is one MPMD part of the command line.
+type Segment struct {
+	Argv []string
+	N    int
+	Env  []string // -env KEY=VALUE pairs
+	Wdir string
+}
+
+// Config describes a job.
+type Config struct {
+	Segments []Segment
+	Hosts    []hostfile.Host
+	Place    hostfile.Options
+	// Env is what ranks inherit from gompiexec (KEY=VALUE), already filtered
+	// by -genvall/-genvlist, plus -genv pairs.
+	Env []string
+	// EnvNone starts ranks from a minimal environment (-genvnone, -genvlist).
+	EnvNone     bool
+	PrependRank bool
+	// Timeout ends the job when it expires; 0 means none.
+	Timeout time.Duration
+	// Grace is how long ranks get between SIGTERM and SIGKILL. Default 3s.
+	Grace             time.Duration
+	PrintAllExitCodes bool
+	// ProxyPath is the gompi-proxy command on every host.
+	ProxyPath string
+	// Backend picks the launcher backend for a host. Default: fork for all.
+	Backend func(h hostfile.Host) launcher.Backend
+
+	Stdin          io.Reader // nil: ranks read /dev/null
+	Stdout, Stderr io.Writer
+	// Signals delivers signals received by gompiexec.
+	Signals <-chan os.Signal
+	Log     *slog.Logger
+}
+
+func (c *Config) validate() error {
+	if len(c.Segments) == 0 {
+		return errors.New("no program given")
+	}
+	for i, s := range c.Segments {
+		if len(s.Argv) == 0 {
+			return fmt.Errorf("segment %d: no program given", i+1)
+		}
+		if s.N <= 0 {
+			return fmt.Errorf("segment %d (%s): -n %d: need at least 1 process", i+1, s.Argv[0], s.N)
+		}
+	}
+	if c.ProxyPath == "" {
+		return errors.New("no gompi-proxy path")
+	}
+	if c.Grace == 0 {
+		c.Grace = 3 * time.Second
+	}
+	if c.Backend == nil {
+		c.Backend = func(hostfile.Host) launcher.Backend { return launcher.Fork{} }
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return nil
+}
+
+// rankState is what the launcher knows of one rank.
+type rankState struct {
+	host    int
+	pid     int
+	exited  bool
+	code    int
+	signal  int
+	failMsg string // start failure
+}
+
+type proxyConn struct {
+	host string
+	proc launcher.Proc
+	sess *yamux.Session
+	conn *control.Conn
+	done bool // sent MsgDone or was lost
+}
+
+type event struct {
+	host int
+	msg  control.Msg
+	err  error // reader ended
+}
+
+// Run runs a job to completion and returns gompiexec's exit code. An error
+// means the job could not be set up; nothing of it is left running.
+func Run(ctx context.Context, cfg Config) (int, error) {
+	if err := cfg.validate(); err != nil {
+		return ExitInternal, err
+	}
+	counts := make([]int, len(cfg.Segments))
+	for i, s := range cfg.Segments {
+		counts[i] = s.N
+	}
+	layout, err := hostfile.Place(cfg.Hosts, counts, cfg.Place)
+	if err != nil {
+		return ExitInternal, err
+	}
+	j := &job{cfg: cfg, layout: layout, out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrependRank)}
+	return j.run(ctx)
+}
+
+type job struct {
+	cfg     Config
+	layout  *hostfile.Layout
+	out     *output
+	proxies []*proxyConn
+	ranks   []rankState
+	events  chan event
+
+	firstFail  int // rank, -1 if none
+	failCode   int
+	killing    bool
+	killedAt   time.Time
+	timedOut   bool
+	proxyError string
+}
+
+func newJobID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (j *job) run(ctx context.Context) (int, error) {
+	cfg := j.cfg
+	jobID := newJobID()
+	j.ranks = make([]rankState, j.layout.Size())
+	for i, r := range j.layout.Ranks {
+		j.ranks[i].host = r.Host
+	}
+	j.firstFail = -1
+	j.events = make(chan event, 64)
+	apps := make([]control.App, len(cfg.Segments))
+	for i, s := range cfg.Segments {
+		apps[i] = control.App{Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}
+	}
+
+	// Start every proxy concurrently: launch time must not grow with hosts.
+	j.proxies = make([]*proxyConn, len(j.layout.Hosts))
+	errs := make([]error, len(j.layout.Hosts))
+	doneStart := make(chan int, len(j.layout.Hosts))
+	for i, h := range j.layout.Hosts {
+		go func(i int, h hostfile.Host) {
+			defer func() { doneStart <- i }()
+			var specs []control.RankSpec
+			for _, r := range j.layout.RanksOn(i) {
+				lr := j.layout.Ranks[r]
+				specs = append(specs, control.RankSpec{Rank: r, LocalRank: lr.LocalRank, AppNum: lr.AppNum})
+			}
+			jb := &control.Job{
+				Version: control.Version, JobID: jobID, Host: h.Name, Size: j.layout.Size(),
+				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: specs,
+				Env: cfg.Env, EnvNone: cfg.EnvNone,
+			}
+			j.proxies[i], errs[i] = j.startProxy(ctx, h, jb)
+		}(i, h)
+	}
+	for range j.layout.Hosts {
+		<-doneStart
+	}
+	for i, err := range errs {
+		if err != nil {
+			j.abortAll()
+			return ExitInternal, fmt.Errorf("host %s: %w", j.layout.Hosts[i].Name, err)
+		}
+	}
+	for i, p := range j.proxies {
+		go j.readProxy(i, p)
+	}
+	if cfg.Stdin != nil {
+		if r0 := j.proxies[j.layout.Ranks[0].Host]; r0 != nil {
+			go j.forwardStdin(r0)
+		}
+	}
+	code := j.loop(ctx)
+	j.out.flushAll()
+	j.report()
+	for _, p := range j.proxies {
+		p.sess.Close()
+		p.proc.Close()
+		p.proc.Wait()
+	}
+	return code, nil
+}
+
+func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) (*proxyConn, error) {
+	be := j.cfg.Backend(h)
+	proc, err := be.Start(ctx, launcher.Spec{
+		Host: h.Name, User: h.User, Argv: []string{j.cfg.ProxyPath},
+		Stderr: prefixWriter(j.cfg.Stderr, "gompi-proxy@"+h.Name+": "),
+	})
+	if err != nil {
+		return nil, err
+	}
+	ycfg := yamux.DefaultConfig()
+	ycfg.LogOutput = io.Discard
+	ycfg.EnableKeepAlive = false
+	sess, err := yamux.Client(proc, ycfg)
+	if err != nil {
+		proc.Kill()
+		return nil, err
+	}
+	st, err := sess.Open()
+	if err == nil {
+		_, err = st.Write([]byte{control.StreamControl})
+	}
+	if err != nil {
+		sess.Close()
+		proc.Kill()
+		return nil, fmt.Errorf("control stream: %w", err)
+	}
+	p := &proxyConn{host: h.Name, proc: proc, sess: sess, conn: control.NewConn(st)}
+	if err := p.conn.Send(control.Msg{T: control.MsgJob, Job: jb}); err != nil {
+		sess.Close()
+		proc.Kill()
+		return nil, fmt.Errorf("send job: %w", err)
+	}
+	return p, nil
+}
+
+// readProxy delivers one proxy's frames: output straight to the terminal,
+// messages to the supervision loop.
+func (j *job) readProxy(i int, p *proxyConn) {
+	var buf []byte
+	for {
+		var f control.Frame
+		var err error
+		f, buf, err = p.conn.Recv(buf)
+		if err != nil {
+			j.events <- event{host: i, err: err}
+			return
+		}
+		switch f.Type {
+		case control.FrameOutput:
+			j.out.write(f.Rank, f.FD, f.Data)
+		case control.FrameMsg:
+			j.events <- event{host: i, msg: f.Msg}
+		}
+	}
+}
+
+func (j *job) forwardStdin(p *proxyConn) {
+	st, err := p.sess.Open()
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	if _, err := st.Write([]byte{control.StreamStdin}); err != nil {
+		return
+	}
+	io.Copy(st, j.cfg.Stdin)
+}
+
+// loop supervises the job until every proxy is done or lost.
+func (j *job) loop(ctx context.Context) int {
+	var timeout <-chan time.Time
+	if j.cfg.Timeout > 0 {
+		t := time.NewTimer(j.cfg.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var lastInt time.Time
+	var forceKill <-chan time.Time
+	remaining := len(j.proxies)
+	ctxDone := ctx.Done()
+	for remaining > 0 {
+		select {
+		case ev := <-j.events:
+			p := j.proxies[ev.host]
+			if ev.err != nil {
+				if !p.done {
+					p.done = true
+					remaining--
+					j.proxyLost(ev.host, ev.err)
+				}
+				continue
+			}
+			switch ev.msg.T {
+			case control.MsgStarted:
+				ranks := j.layout.RanksOn(ev.host)
+				for k, pid := range ev.msg.Pids {
+					if k < len(ranks) {
+						j.ranks[ranks[k]].pid = pid
+					}
+				}
+			case control.MsgExit:
+				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, "")
+			case control.MsgError:
+				if ev.msg.Rank >= 0 && ev.msg.Rank < len(j.ranks) {
+					fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", ev.msg.Error)
+					j.rankExited(ev.msg.Rank, 127, 0, ev.msg.Error)
+				} else {
+					j.internalFailure(fmt.Sprintf("proxy on %s: %s", p.host, ev.msg.Error))
+				}
+			case control.MsgDone:
+				if !p.done {
+					p.done = true
+					remaining--
+				}
+			}
+		case sig := <-j.cfg.Signals:
+			s, _ := sig.(syscall.Signal)
+			if s == syscall.SIGINT {
+				if !lastInt.IsZero() && time.Since(lastInt) < 3*time.Second {
+					fmt.Fprintln(j.cfg.Stderr, "gompiexec: Ctrl-C caught again... killing the job")
+					j.internalFailure("")
+					if j.failCode == 0 {
+						j.failCode = 128 + int(syscall.SIGINT)
+					}
+					j.abortAll()
+					continue
+				}
+				lastInt = time.Now()
+				fmt.Fprintln(j.cfg.Stderr, "gompiexec: sending Ctrl-C to processes as requested (press Ctrl-C again within 3s to force abort)")
+			}
+			j.broadcast(control.Msg{T: control.MsgSignal, Sig: int(s)})
+			if s == syscall.SIGTERM || s == syscall.SIGHUP {
+				// Ranks that ignore it are killed after the grace period.
+				forceKill = time.After(j.cfg.Grace + time.Second)
+			}
+		case <-timeout:
+			fmt.Fprintf(j.cfg.Stderr, "gompiexec: APPLICATION TIMED OUT, TIMEOUT = %s; killing the job\n", j.cfg.Timeout)
+			j.timedOut = true
+			j.kill()
+			forceKill = time.After(j.cfg.Grace + 2*time.Second)
+		case <-forceKill:
+			j.abortAll()
+		case <-ctxDone:
+			ctxDone = nil
+			j.kill()
+			forceKill = time.After(j.cfg.Grace + 2*time.Second)
+		}
+		if j.killing && forceKill == nil {
+			forceKill = time.After(j.cfg.Grace + 2*time.Second)
+		}
+	}
+	switch {
+	case j.timedOut:
+		return ExitTimeout
+	case j.failCode != 0:
+		return j.failCode
+	case j.proxyError != "":
+		return ExitInternal
+	}
+	return 0
+}
+
+func (j *job) rankExited(rank, code, sig int, msg string) {
+	if rank < 0 || rank >= len(j.ranks) || j.ranks[rank].exited {
+		return
+	}
+	r := &j.ranks[rank]
+	r.exited, r.code, r.signal, r.failMsg = true, code, sig, msg
+	j.out.flush(rank)
+	if (code == 0 && sig == 0) || j.killing {
+		return
+	}
+	j.firstFail = rank
+	j.failCode = code
+	if sig != 0 {
+		j.failCode = 128 + sig
+	}
+	j.kill()
+}
+
+func (j *job) proxyLost(host int, err error) {
+	// Ranks the proxy never reported are gone with it.
+	lost := false
+	for i := range j.ranks {
+		if j.ranks[i].host == host && !j.ranks[i].exited {
+			lost = true
+		}
+	}
+	if lost {
+		j.internalFailure(fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.proxies[host].host, err))
+	}
+}
+
+func (j *job) internalFailure(msg string) {
+	if msg != "" {
+		fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", msg)
+		if j.proxyError == "" {
+			j.proxyError = msg
+		}
+	}
+	j.kill()
+}
+
+// kill asks every proxy to terminate its ranks (SIGTERM, SIGKILL after grace).
+func (j *job) kill() {
+	if j.killing {
+		return
+	}
+	j.killing = true
+	j.killedAt = time.Now()
+	j.broadcast(control.Msg{T: control.MsgKill})
+}
+
+// abortAll drops every proxy at once; proxies kill their ranks with SIGKILL
+// when their session ends.
+func (j *job) abortAll() {
+	j.killing = true
+	for _, p := range j.proxies {
+		if p != nil {
+			p.sess.Close()
+			p.proc.Close()
+		}
+	}
+}
+
+func (j *job) broadcast(m control.Msg) {
+	for _, p := range j.proxies {
+		if p != nil && !p.done {
+			go p.conn.Send(m)
+		}
+	}
+}

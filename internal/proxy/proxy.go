@@ -1,0 +1,422 @@
+// Package proxy is gompi-proxy's engine: it receives a job from the launcher
+// over a yamux session on its stdin/stdout, forks the local ranks in one
+// process group it owns, relays their output and exits, and kills them all
+// when told to or when it loses the launcher.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gompi/gompi/internal/control"
+	"github.com/gompi/gompi/internal/launcher"
+	"github.com/hashicorp/yamux"
+)
+
+// ErrLauncherLost means the session to gompiexec ended before the job did.
+var ErrLauncherLost = errors.New("proxy: lost connection to launcher")
+
+// Config tunes a proxy.
+type Config struct {
+	// Log receives diagnostics; nil discards them.
+	Log *slog.Logger
+	// OutputWait bounds how long a finished rank's output is awaited when a
+	// detached grandchild keeps its pipes open. Default 500ms.
+	OutputWait time.Duration
+}
+
+type rank struct {
+	spec     control.RankSpec
+	cmd      *exec.Cmd
+	stdin    *os.File // write end of rank 0's stdin pipe
+	outputWG sync.WaitGroup
+}
+
+type proxy struct {
+	cfg   Config
+	log   *slog.Logger
+	conn  *control.Conn
+	job   *control.Job
+	ranks []*rank
+	pgid  int
+
+	mu      sync.Mutex
+	killing bool
+}
+
+// Run serves one job over rw (the proxy's stdin/stdout) and returns when the
+// job has ended, or with ErrLauncherLost after killing every rank.
+func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if cfg.OutputWait == 0 {
+		cfg.OutputWait = 500 * time.Millisecond
+	}
+	ycfg := yamux.DefaultConfig()
+	ycfg.LogOutput = io.Discard
+	ycfg.EnableKeepAlive = false // the transport (pipe or ssh) reports loss itself
+	sess, err := yamux.Server(rw, ycfg)
+	if err != nil {
+		return fmt.Errorf("proxy: session: %w", err)
+	}
+	defer sess.Close()
+	p := &proxy{cfg: cfg, log: cfg.Log}
+
+	ctl, err := acceptKind(sess, control.StreamControl)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrLauncherLost, err)
+	}
+	p.conn = control.NewConn(ctl)
+	f, _, err := p.conn.Recv(nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrLauncherLost, err)
+	}
+	if f.Type != control.FrameMsg || f.Msg.T != control.MsgJob || f.Msg.Job == nil {
+		return errors.New("proxy: first message is not a job")
+	}
+	p.job = f.Msg.Job
+	if p.job.Version != control.Version {
+		err := fmt.Errorf("proxy: protocol version %d, launcher speaks %d (install matching gompi-proxy)", control.Version, p.job.Version)
+		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		return err
+	}
+
+	done := make(chan struct{})
+	if err := p.start(); err != nil {
+		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		p.killAll(syscall.SIGKILL)
+		return err
+	}
+	go p.acceptStdin(sess)
+
+	exited := make(chan struct{})
+	go func() {
+		p.waitAll()
+		close(exited)
+	}()
+	cmds := make(chan control.Msg)
+	lost := make(chan error, 1)
+	go func() {
+		var buf []byte
+		for {
+			var f control.Frame
+			var err error
+			f, buf, err = p.conn.Recv(buf)
+			if err != nil {
+				lost <- err
+				return
+			}
+			if f.Type == control.FrameMsg {
+				select {
+				case cmds <- f.Msg:
+				case <-done:
+					return
+				}
+			}
+		}
+	}()
+	defer close(done)
+	for {
+		select {
+		case <-exited:
+			if err := p.conn.Send(control.Msg{T: control.MsgDone}); err != nil {
+				return fmt.Errorf("%w: %v", ErrLauncherLost, err)
+			}
+			// Let the launcher close first so the last frames are read.
+			select {
+			case <-lost:
+			case <-time.After(10 * time.Second):
+			}
+			return nil
+		case err := <-lost:
+			p.log.Debug("launcher lost", "err", err)
+			p.killAll(syscall.SIGKILL)
+			<-exited
+			return fmt.Errorf("%w: %v", ErrLauncherLost, err)
+		case <-ctx.Done():
+			p.killAll(syscall.SIGKILL)
+			<-exited
+			return ctx.Err()
+		case m := <-cmds:
+			switch m.T {
+			case control.MsgSignal:
+				p.signal(syscall.Signal(m.Sig))
+			case control.MsgKill:
+				p.terminate()
+			}
+		}
+	}
+}
+
+func acceptKind(sess *yamux.Session, kind byte) (io.ReadWriteCloser, error) {
+	st, err := sess.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(st, b[:]); err != nil {
+		return nil, err
+	}
+	if b[0] != kind {
+		st.Close()
+		return nil, fmt.Errorf("unexpected stream kind %q", b[0])
+	}
+	return st, nil
+}
+
+// acceptStdin takes the launcher's stdin stream for rank 0.
+func (p *proxy) acceptStdin(sess *yamux.Session) {
+	st, err := acceptKind(sess, control.StreamStdin)
+	if err != nil {
+		return
+	}
+	defer st.Close()
+	var r0 *rank
+	for _, r := range p.ranks {
+		if r.spec.Rank == 0 && r.stdin != nil {
+			r0 = r
+		}
+	}
+	if r0 == nil {
+		io.Copy(io.Discard, st)
+		return
+	}
+	io.Copy(r0.stdin, st)
+	r0.stdin.Close()
+}
+
+func (p *proxy) start() error {
+	for _, rs := range p.job.Ranks {
+		if rs.AppNum < 0 || rs.AppNum >= len(p.job.Apps) {
+			return fmt.Errorf("proxy: rank %d: bad app %d", rs.Rank, rs.AppNum)
+		}
+	}
+	pids := make([]int, 0, len(p.job.Ranks))
+	for _, rs := range p.job.Ranks {
+		r, err := p.startRank(rs)
+		if err != nil {
+			// A rank that cannot start is reported like a failed rank so the
+			// launcher names it; exit code 127 as a shell would.
+			p.conn.Send(control.Msg{T: control.MsgError, Rank: rs.Rank, Error: err.Error()})
+			p.ranks = append(p.ranks, &rank{spec: rs})
+			pids = append(pids, -1)
+			continue
+		}
+		p.ranks = append(p.ranks, r)
+		pids = append(pids, r.cmd.Process.Pid)
+	}
+	return p.conn.Send(control.Msg{T: control.MsgStarted, Pids: pids})
+}
+
+func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
+	app := p.job.Apps[rs.AppNum]
+	if len(app.Argv) == 0 {
+		return nil, fmt.Errorf("rank %d: empty command", rs.Rank)
+	}
+	cmd := exec.Command(app.Argv[0], app.Argv[1:]...)
+	cmd.Dir = app.Wdir
+	cmd.Env = p.rankEnv(rs, app)
+	r := &rank{spec: rs, cmd: cmd}
+	var closeAfter []*os.File
+	defer func() {
+		for _, f := range closeAfter {
+			f.Close()
+		}
+	}()
+	if rs.Rank == 0 {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdin, r.stdin = rd, wr
+		closeAfter = append(closeAfter, rd)
+	}
+	var readers []*os.File
+	for fd := 1; fd <= 2; fd++ {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			for _, f := range readers {
+				f.Close()
+			}
+			return nil, err
+		}
+		readers = append(readers, rd)
+		closeAfter = append(closeAfter, wr)
+		if fd == 1 {
+			cmd.Stdout = wr
+		} else {
+			cmd.Stderr = wr
+		}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
+	if err := launcher.StartLocked(cmd); err != nil {
+		for _, f := range readers {
+			f.Close()
+		}
+		if r.stdin != nil {
+			r.stdin.Close()
+		}
+		return nil, fmt.Errorf("rank %d on %s: %w", rs.Rank, p.job.Host, err)
+	}
+	if p.pgid == 0 {
+		p.pgid = cmd.Process.Pid
+	}
+	for i, rd := range readers {
+		r.outputWG.Add(1)
+		go p.relay(r, byte(i+1), rd)
+	}
+	return r, nil
+}
+
+// relay forwards one output pipe of a rank, chunk by chunk; the launcher
+// reassembles lines.
+func (p *proxy) relay(r *rank, fd byte, f *os.File) {
+	defer r.outputWG.Done()
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.Read(buf)
+		if n > 0 {
+			if p.conn.SendOutput(r.spec.Rank, fd, buf[:n], true) != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) waitAll() {
+	var wg sync.WaitGroup
+	for _, r := range p.ranks {
+		if r.cmd == nil {
+			continue
+		}
+		wg.Add(1)
+		go func(r *rank) {
+			defer wg.Done()
+			err := r.cmd.Wait()
+			code, sig := exitStatus(r.cmd, err)
+			outDone := make(chan struct{})
+			go func() { r.outputWG.Wait(); close(outDone) }()
+			select {
+			case <-outDone:
+			case <-time.After(p.cfg.OutputWait):
+			}
+			if code != 0 || sig != 0 {
+				p.log.Debug("rank failed", "rank", r.spec.Rank, "code", code, "signal", sig)
+			}
+			p.conn.Send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig})
+		}(r)
+	}
+	wg.Wait()
+	for _, r := range p.ranks {
+		if r.cmd != nil {
+			r.outputWG.Wait()
+		}
+	}
+}
+
+func exitStatus(cmd *exec.Cmd, err error) (code, sig int) {
+	if cmd.ProcessState == nil {
+		return 1, 0
+	}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 0, int(ws.Signal())
+	}
+	return cmd.ProcessState.ExitCode(), 0
+}
+
+func (p *proxy) signal(sig syscall.Signal) {
+	if p.pgid > 0 {
+		syscall.Kill(-p.pgid, sig)
+	}
+}
+
+func (p *proxy) killAll(sig syscall.Signal) {
+	p.signal(sig)
+	for _, r := range p.ranks {
+		if r.cmd != nil && r.cmd.Process != nil {
+			r.cmd.Process.Signal(sig)
+		}
+	}
+}
+
+// terminate sends SIGTERM now and SIGKILL after the grace period.
+func (p *proxy) terminate() {
+	p.mu.Lock()
+	if p.killing {
+		p.mu.Unlock()
+		return
+	}
+	p.killing = true
+	p.mu.Unlock()
+	p.killAll(syscall.SIGTERM)
+	grace := time.Duration(p.job.GraceMS) * time.Millisecond
+	time.AfterFunc(grace, func() { p.killAll(syscall.SIGKILL) })
+}
+
+// minimalEnv is what -genvnone keeps from the proxy's own environment.
+var minimalEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM"}
+
+func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
+	var env envList
+	if p.job.EnvNone {
+		for _, k := range minimalEnv {
+			if v, ok := os.LookupEnv(k); ok {
+				env.set(k + "=" + v)
+			}
+		}
+	} else {
+		for _, kv := range os.Environ() {
+			env.set(kv)
+		}
+	}
+	for _, kv := range p.job.Env {
+		env.set(kv)
+	}
+	for _, kv := range app.Env {
+		env.set(kv)
+	}
+	local := len(p.job.Ranks)
+	env.set("PMI_RANK=" + strconv.Itoa(rs.Rank))
+	env.set("PMI_SIZE=" + strconv.Itoa(p.job.Size))
+	env.set("MPI_LOCALRANKID=" + strconv.Itoa(rs.LocalRank))
+	env.set("MPI_LOCALNRANKS=" + strconv.Itoa(local))
+	env.set("GOMPI_JOBID=" + p.job.JobID)
+	env.set("GOMPI_APPNUM=" + strconv.Itoa(rs.AppNum))
+	return env.list()
+}
+
+// envList is an environment where a later KEY=VALUE replaces an earlier one.
+type envList struct {
+	idx map[string]int
+	kvs []string
+}
+
+func (e *envList) set(kv string) {
+	k, _, _ := strings.Cut(kv, "=")
+	if e.idx == nil {
+		e.idx = map[string]int{}
+	}
+	if i, ok := e.idx[k]; ok {
+		e.kvs[i] = kv
+		return
+	}
+	e.idx[k] = len(e.kvs)
+	e.kvs = append(e.kvs, kv)
+}
+
+func (e *envList) list() []string { return e.kvs }
