@@ -36,7 +36,10 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	// Terminal signals go to gompiexec, which forwards them; a SIGTERM or
 	// SIGHUP aimed at the proxy itself ends the job on this host.
-	signal.Ignore(syscall.SIGINT, syscall.SIGPIPE)
+	// Caught rather than ignored: ignored dispositions would be inherited by
+	// the ranks, caught ones are reset at exec. Catching SIGPIPE turns a
+	// write to a dead launcher into an error we handle.
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	err := proxy.Run(ctx, stdio{}, proxy.Config{Log: log})

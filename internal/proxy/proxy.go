@@ -133,12 +133,19 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 			if err := p.conn.Send(control.Msg{T: control.MsgDone}); err != nil {
 				return fmt.Errorf("%w: %v", ErrLauncherLost, err)
 			}
-			// Let the launcher close first so the last frames are read.
-			select {
-			case <-lost:
-			case <-time.After(10 * time.Second):
+			// Let the launcher close first so the last frames are read;
+			// commands still in flight are moot now.
+			linger := time.NewTimer(10 * time.Second)
+			defer linger.Stop()
+			for {
+				select {
+				case <-lost:
+					return nil
+				case <-cmds:
+				case <-linger.C:
+					return nil
+				}
 			}
-			return nil
 		case err := <-lost:
 			p.log.Debug("launcher lost", "err", err)
 			p.killAll(syscall.SIGKILL)

@@ -3,7 +3,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,9 +52,27 @@ type job struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	marker string
-	stdout bytes.Buffer
-	stderr bytes.Buffer
+	stdout syncBuffer
+	stderr syncBuffer
 	start  time.Time
+}
+
+// syncBuffer lets tests read output while the job is still writing it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 var markerSeq int
@@ -405,5 +423,4 @@ func TestEnvironmentModes(t *testing.T) {
 	if !strings.Contains(r.stdout, "marker=inherited") {
 		t.Fatalf("-genvlist: %q", r.stdout)
 	}
-	_ = context.Background
 }

@@ -69,6 +69,13 @@ func main() {
 		s := <-c
 		fmt.Printf("rank %s got %v\n", rank, s)
 		os.Exit(130)
+	case "trapstay":
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGINT)
+		fmt.Printf("rank %s ready\n", rank)
+		for s := range c {
+			fmt.Printf("rank %s got %v\n", rank, s)
+		}
 	case "ignoreterm":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("rank %s ready\n", rank)

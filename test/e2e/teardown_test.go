@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/internal/mpiexec"
+)
+
+func TestRankKilledEndsJob(t *testing.T) {
+	j := newJob(t, "", "-n", "4", bin("rankprog"), "sleep", "60s")
+	j.startJob()
+	ranks := j.waitRanks(4)
+	killed := time.Now()
+	syscall.Kill(ranks[1], syscall.SIGKILL)
+	r := j.wait(10 * time.Second)
+	if d := time.Since(killed); d > 2*time.Second {
+		t.Fatalf("job took %s to end after a rank was SIGKILLed", d)
+	}
+	if r.code != 128+9 || !strings.Contains(r.stderr, "KILLED BY SIGNAL: 9") {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+func TestLauncherKilledLeavesNoRank(t *testing.T) {
+	j := newJob(t, "", "-n", "4", bin("rankprog"), "sleep", "60s")
+	j.startJob()
+	j.waitRanks(4)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
+	j.cmd.Wait()
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+func TestProxyKilledEndsJob(t *testing.T) {
+	j := newJob(t, "", "-n", "4", bin("rankprog"), "sleep", "60s")
+	j.startJob()
+	j.waitRanks(4)
+	proxies := childrenNamed(j.cmd.Process.Pid, "gompi-proxy")
+	if len(proxies) != 1 {
+		t.Fatalf("want 1 proxy, found %v", proxies)
+	}
+	killed := time.Now()
+	syscall.Kill(proxies[0], syscall.SIGKILL)
+	r := j.wait(10 * time.Second)
+	if d := time.Since(killed); d > 2*time.Second {
+		t.Fatalf("job took %s to end after the proxy was SIGKILLed", d)
+	}
+	if r.code == 0 || !strings.Contains(r.stderr, "lost connection to gompi-proxy on localhost") {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+func TestSignalsReachRanks(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGUSR1} {
+		t.Run(sig.String(), func(t *testing.T) {
+			j := newJob(t, "", "-n", "3", bin("rankprog"), "trap")
+			j.startJob()
+			j.waitRanks(3)
+			syscall.Kill(j.cmd.Process.Pid, sig)
+			r := j.wait(10 * time.Second)
+			for _, rk := range []string{"0", "1", "2"} {
+				if !strings.Contains(r.stdout, "rank "+rk+" got "+sig.String()) {
+					t.Fatalf("rank %s did not get %v: %q", rk, sig, r.stdout)
+				}
+			}
+			if r.code != 130 {
+				t.Fatalf("exit %d, want the ranks' 130; stderr %s", r.code, r.stderr)
+			}
+			j.assertNoLeftovers(2 * time.Second)
+		})
+	}
+}
+
+func TestSecondSIGINTKillsJob(t *testing.T) {
+	j := newJob(t, "", "-n", "2", bin("rankprog"), "trapstay")
+	j.startJob()
+	j.waitRanks(2)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(j.stdout.String(), "got interrupt") < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	r := j.wait(10 * time.Second)
+	if strings.Count(r.stdout, "got interrupt") != 2 {
+		t.Fatalf("first SIGINT not forwarded: %q", r.stdout)
+	}
+	if r.code != 128+2 || !strings.Contains(r.stderr, "Ctrl-C caught again") {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+func TestTermIgnoredRankIsKilledAfterGrace(t *testing.T) {
+	j := newJob(t, "", "-grace", "0.5", "-n", "3", bin("rankprog"), "ignoreterm")
+	j.startJob()
+	ranks := j.waitRanks(3)
+	syscall.Kill(ranks[0], syscall.SIGKILL)
+	r := j.wait(10 * time.Second)
+	if r.code != 137 || r.elapsed > 5*time.Second {
+		t.Fatalf("exit %d after %s, stderr %s", r.code, r.elapsed, r.stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+func TestTimeout(t *testing.T) {
+	for _, viaEnv := range []bool{false, true} {
+		args := []string{"-timeout", "1", "-n", "2", bin("rankprog"), "sleep", "60s"}
+		if viaEnv {
+			t.Setenv("MPIEXEC_TIMEOUT", "1")
+			args = args[2:]
+		}
+		j := newJob(t, "", args...)
+		j.startJob()
+		r := j.wait(15 * time.Second)
+		if r.code != mpiexec.ExitTimeout || !strings.Contains(r.stderr, "APPLICATION TIMED OUT") {
+			t.Fatalf("env=%v: exit %d, stderr %s", viaEnv, r.code, r.stderr)
+		}
+		if r.elapsed < time.Second || r.elapsed > 5*time.Second {
+			t.Fatalf("timeout fired after %s", r.elapsed)
+		}
+		j.assertNoLeftovers(2 * time.Second)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// TestManyJobsNoFDGrowth runs 500 short jobs through the launcher engine in
+// this process and checks its open descriptors do not grow.
+func TestManyJobsNoFDGrowth(t *testing.T) {
+	jobs := 500
+	if testing.Short() {
+		jobs = 50
+	}
+	run := func() {
+		code, err := mpiexec.Run(context.Background(), mpiexec.Config{
+			Segments:  []mpiexec.Segment{{Argv: []string{"/bin/true"}, N: 2, Wdir: "/"}},
+			Hosts:     []hostfile.Host{{Name: "localhost", Slots: 2}},
+			ProxyPath: bin("gompi-proxy"),
+			Stdout:    io.Discard, Stderr: io.Discard,
+		})
+		if err != nil || code != 0 {
+			t.Fatalf("job: code %d err %v", code, err)
+		}
+	}
+	for i := 0; i < 5; i++ { // warm up lazily opened descriptors (epoll, etc.)
+		run()
+	}
+	before := countFDs(t)
+	start := time.Now()
+	for i := 0; i < jobs; i++ {
+		run()
+	}
+	after := countFDs(t)
+	t.Logf("%d jobs in %s (%.1f ms/job); fds %d -> %d", jobs, time.Since(start), float64(time.Since(start).Milliseconds())/float64(jobs), before, after)
+	if after > before {
+		t.Fatalf("open descriptors grew from %d to %d over %d jobs", before, after, jobs)
+	}
+}
