@@ -22,7 +22,7 @@ type options struct {
 	timeout               time.Duration
 	grace                 time.Duration
 	printAll              bool
-	pmiPort               bool
+	pmiPort, pmiTrace     bool
 	ckptPrefix            string
 	ckptInterval          time.Duration
 	proxyPath             string
@@ -139,6 +139,7 @@ func init() {
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.grace, err = durArg("grace", v[0]); return }}, "grace")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.printAll = true; return nil }}, "print-all-exitcodes")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiPort = true; return nil }}, "pmi-port")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiTrace = true; return nil }}, "pmi-trace")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.ckptPrefix = v[0]; return nil }}, "ckpoint-prefix")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
 		o.ckptInterval, err = durArg("ckpoint-interval", v[0])

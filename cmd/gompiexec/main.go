@@ -62,6 +62,7 @@ Global options:
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3)
   -print-all-exitcodes      print every rank's exit status
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
+  -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
   -ckpoint-prefix DIR       checkpoint directory (reserved for checkpoint/restart)
   -ckpoint-interval SECONDS checkpoint interval (reserved)
   -v, -verbose              log launch steps to stderr
@@ -167,6 +168,8 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		PrependRank:       o.prepend,
 		Grace:             o.grace,
 		PrintAllExitCodes: o.printAll,
+		PMIPort:           o.pmiPort,
+		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
 		Stdin:             os.Stdin,
 		Stdout:            os.Stdout,
 		Stderr:            os.Stderr,

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/gompi/gompi/pmi"
 )
 
 // Version is checked in the Job message; proxies refuse other versions.
@@ -48,6 +50,13 @@ const (
 	MsgExit    = "exit"    // Rank, Code, Signal: a rank ended
 	MsgError   = "error"   // Error: the proxy cannot go on; Rank set when it concerns one rank
 	MsgDone    = "done"    // every local rank has ended and its output was sent
+	// PMI, proxy → launcher
+	MsgFence = "fence" // KVS: the node's puts; all local ranks are in the barrier
+	MsgAbort = "abort" // Rank, Code, Error: a rank called PMI abort
+	MsgName  = "name"  // ReqID, Op (publish|unpublish|lookup), Service, Port
+	// PMI, launcher → proxy
+	MsgFenceDone = "fence_done" // KVS: every pair put in the round; Error if the job is ending
+	MsgNameReply = "name_reply" // ReqID, Port, Error
 )
 
 // Msg is the JSON payload of a FrameMsg. Fields are used per kind (T).
@@ -60,6 +69,12 @@ type Msg struct {
 	Code   int    `json:"code,omitempty"`
 	Signal int    `json:"signal,omitempty"`
 	Error  string `json:"error,omitempty"`
+
+	KVS     []pmi.KV `json:"kvs,omitempty"`
+	ReqID   int      `json:"req,omitempty"`
+	Op      string   `json:"op,omitempty"`
+	Service string   `json:"service,omitempty"`
+	Port    string   `json:"port,omitempty"`
 }
 
 // Job tells a proxy what to run.
@@ -76,6 +91,13 @@ type Job struct {
 	// EnvNone starts ranks from a minimal base environment (PATH, HOME, ...)
 	// instead of the proxy's own.
 	EnvNone bool `json:"env_none,omitempty"`
+
+	// PMI service for the ranks.
+	KVSName        string `json:"kvsname"`
+	ProcessMapping string `json:"process_mapping,omitempty"`
+	UniverseSize   int    `json:"universe_size"`
+	PMIPort        bool   `json:"pmi_port,omitempty"` // PMI_PORT+PMI_ID instead of PMI_FD
+	PMITrace       bool   `json:"pmi_trace,omitempty"`
 }
 
 // App is one MPMD segment.

@@ -24,7 +24,10 @@ func (j *job) report() {
 			how = fmt.Sprintf("KILLED BY SIGNAL: %d (%s)", r.signal, sigName(r.signal))
 		}
 		if r.failMsg != "" {
-			how = "FAILED TO START: " + r.failMsg
+			how += " (" + r.failMsg + ")"
+		}
+		if j.abortMsg != "" {
+			how = j.abortMsg
 		}
 		fmt.Fprintf(w, "%s\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK %d (PID %d) RUNNING AT %s\n=   %s\n=   CLEANING UP REMAINING PROCESSES\n%s\n",
 			banner, j.firstFail, r.pid, j.layout.Hosts[r.host].Name, how, banner)

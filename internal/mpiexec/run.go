@@ -18,6 +18,7 @@ import (
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/pmi"
 	"github.com/hashicorp/yamux"
 )
 
@@ -51,6 +52,10 @@ type Config struct {
 	// Grace is how long ranks get between SIGTERM and SIGKILL. Default 3s.
 	Grace             time.Duration
 	PrintAllExitCodes bool
+	// PMIPort serves PMI over TCP (PMI_PORT, PMI_ID) instead of PMI_FD.
+	PMIPort bool
+	// PMITrace makes proxies print every PMI exchange to their stderr.
+	PMITrace bool
 	// ProxyPath is the gompi-proxy command on every host.
 	ProxyPath string
 	// Backend picks the launcher backend for a host. Default: fork for all.
@@ -145,8 +150,11 @@ type job struct {
 	proxies []*proxyConn
 	ranks   []rankState
 	events  chan event
+	kvs     *pmi.Job
+	ctx     context.Context
 
 	firstFail  int // rank, -1 if none
+	abortMsg   string
 	failCode   int
 	killing    bool
 	killedAt   time.Time
@@ -169,6 +177,16 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	j.firstFail = -1
 	j.events = make(chan event, 64)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j.ctx = ctx
+	j.kvs = pmi.NewJob(len(j.layout.Hosts))
+	defer j.kvs.Close(nil)
+	mapping, _ := j.layout.ProcessMapping()
+	universe := 0
+	for _, h := range cfg.Hosts {
+		universe += h.Slots
+	}
 	apps := make([]control.App, len(cfg.Segments))
 	for i, s := range cfg.Segments {
 		apps[i] = control.App{Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}
@@ -190,6 +208,8 @@ func (j *job) run(ctx context.Context) (int, error) {
 				Version: control.Version, JobID: jobID, Host: h.Name, Size: j.layout.Size(),
 				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: specs,
 				Env: cfg.Env, EnvNone: cfg.EnvNone,
+				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
+				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace,
 			}
 			j.proxies[i], errs[i] = j.startProxy(ctx, h, jb)
 		}(i, h)
@@ -323,7 +343,13 @@ func (j *job) loop(ctx context.Context) int {
 					}
 				}
 			case control.MsgExit:
-				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, "")
+				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error)
+			case control.MsgFence:
+				go j.fence(ev.host, ev.msg.KVS)
+			case control.MsgAbort:
+				j.aborted(ev.host, ev.msg)
+			case control.MsgName:
+				j.nameService(p, ev.msg)
 			case control.MsgError:
 				if ev.msg.Rank >= 0 && ev.msg.Rank < len(j.ranks) {
 					fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", ev.msg.Error)
@@ -384,6 +410,57 @@ func (j *job) loop(ctx context.Context) int {
 	return 0
 }
 
+// fence waits for every proxy to fence and pushes the round's pairs down.
+func (j *job) fence(host int, puts []pmi.KV) {
+	kvs, err := j.kvs.Fence(j.ctx, host, puts)
+	m := control.Msg{T: control.MsgFenceDone, KVS: kvs}
+	if err != nil {
+		m = control.Msg{T: control.MsgFenceDone, Error: err.Error()}
+	}
+	j.proxies[host].conn.Send(m)
+}
+
+func (j *job) aborted(host int, m control.Msg) {
+	if m.Rank < 0 || m.Rank >= len(j.ranks) {
+		return
+	}
+	fmt.Fprintf(j.cfg.Stderr, "gompiexec: rank %d on %s called abort with exit code %d%s\n",
+		m.Rank, j.proxies[host].host, m.Code, optional(": ", m.Error))
+	if j.killing {
+		return
+	}
+	j.firstFail, j.failCode = m.Rank, m.Code
+	j.abortMsg = fmt.Sprintf("ABORTED WITH EXIT CODE %d", m.Code)
+	j.kvs.Close(pmi.ErrJobClosed)
+	j.kill()
+}
+
+func optional(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
+}
+
+func (j *job) nameService(p *proxyConn, m control.Msg) {
+	reply := control.Msg{T: control.MsgNameReply, ReqID: m.ReqID}
+	var err error
+	switch m.Op {
+	case "publish":
+		err = j.kvs.Publish(m.Service, m.Port)
+	case "unpublish":
+		err = j.kvs.Unpublish(m.Service)
+	case "lookup":
+		reply.Port, err = j.kvs.Lookup(m.Service)
+	default:
+		err = fmt.Errorf("unknown name-service operation %q", m.Op)
+	}
+	if err != nil {
+		reply.Error = err.Error()
+	}
+	go p.conn.Send(reply)
+}
+
 func (j *job) rankExited(rank, code, sig int, msg string) {
 	if rank < 0 || rank >= len(j.ranks) || j.ranks[rank].exited {
 		return
@@ -394,6 +471,7 @@ func (j *job) rankExited(rank, code, sig int, msg string) {
 	if (code == 0 && sig == 0) || j.killing {
 		return
 	}
+	j.kvs.Close(pmi.ErrJobClosed)
 	j.firstFail = rank
 	j.failCode = code
 	if sig != 0 {

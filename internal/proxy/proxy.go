@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/pmi"
 	"github.com/hashicorp/yamux"
 )
 
@@ -43,12 +45,18 @@ type rank struct {
 }
 
 type proxy struct {
-	cfg   Config
-	log   *slog.Logger
-	conn  *control.Conn
-	job   *control.Job
-	ranks []*rank
-	pgid  int
+	ctx  context.Context
+	up   *uplink
+	node *pmi.Node
+
+	pmiListener net.Listener
+	noFinalize  map[int]bool // guarded by mu
+	cfg         Config
+	log         *slog.Logger
+	conn        *control.Conn
+	job         *control.Job
+	ranks       []*rank
+	pgid        int
 
 	mu      sync.Mutex
 	killing bool
@@ -71,7 +79,9 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		return fmt.Errorf("proxy: session: %w", err)
 	}
 	defer sess.Close()
-	p := &proxy{cfg: cfg, log: cfg.Log}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := &proxy{cfg: cfg, log: cfg.Log, ctx: ctx, noFinalize: map[int]bool{}}
 
 	ctl, err := acceptKind(sess, control.StreamControl)
 	if err != nil {
@@ -93,6 +103,11 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	}
 
 	done := make(chan struct{})
+	p.up = newUplink(p.conn)
+	if err := p.setupPMI(ctx); err != nil {
+		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		return err
+	}
 	if err := p.start(); err != nil {
 		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
 		p.killAll(syscall.SIGKILL)
@@ -161,6 +176,8 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				p.signal(syscall.Signal(m.Sig))
 			case control.MsgKill:
 				p.terminate()
+			case control.MsgFenceDone, control.MsgNameReply:
+				p.up.deliver(m)
 			}
 		}
 	}
@@ -233,7 +250,6 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	}
 	cmd := exec.Command(app.Argv[0], app.Argv[1:]...)
 	cmd.Dir = app.Wdir
-	cmd.Env = p.rankEnv(rs, app)
 	r := &rank{spec: rs, cmd: cmd}
 	var closeAfter []*os.File
 	defer func() {
@@ -241,6 +257,15 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 			f.Close()
 		}
 	}()
+	pmiEnv, pmiFile, err := p.pmiForRank(p.ctx, rs.Rank)
+	if err != nil {
+		return nil, err
+	}
+	if pmiFile != nil {
+		cmd.ExtraFiles = []*os.File{pmiFile}
+		closeAfter = append(closeAfter, pmiFile)
+	}
+	cmd.Env = append(p.rankEnv(rs, app), pmiEnv...)
 	if rs.Rank == 0 {
 		rd, wr, err := os.Pipe()
 		if err != nil {
@@ -316,6 +341,14 @@ func (p *proxy) waitAll() {
 			defer wg.Done()
 			err := r.cmd.Wait()
 			code, sig := exitStatus(r.cmd, err)
+			msg := ""
+			p.mu.Lock()
+			if code == 0 && sig == 0 && p.noFinalize[r.spec.Rank] {
+				// Hydra's rule: a rank that spoke PMI but left without
+				// finalize has failed, or the others would wait forever.
+				code, msg = 1, "exited without calling MPI_Finalize/PMI finalize"
+			}
+			p.mu.Unlock()
 			outDone := make(chan struct{})
 			go func() { r.outputWG.Wait(); close(outDone) }()
 			select {
@@ -325,7 +358,7 @@ func (p *proxy) waitAll() {
 			if code != 0 || sig != 0 {
 				p.log.Debug("rank failed", "rank", r.spec.Rank, "code", code, "signal", sig)
 			}
-			p.conn.Send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig})
+			p.conn.Send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig, Error: msg})
 		}(r)
 	}
 	wg.Wait()

@@ -1,0 +1,134 @@
+package pmi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// ErrJobClosed is returned to fence waiters when the job ends.
+var ErrJobClosed = errors.New("pmi: job is ending")
+
+// Job is the launcher's side of PMI: the job-wide key-value space, fences
+// completed once every node has arrived, and the name service. Its work per
+// fence grows with nodes, not ranks.
+type Job struct {
+	nodes int
+
+	mu     sync.Mutex
+	kvs    map[string]string
+	cur    *round
+	closed error
+	names  map[string]string
+}
+
+// round is one fence; waiters keep a pointer to theirs, so a late waker
+// never sees the next round's result.
+type round struct {
+	puts    []KV
+	arrived map[int]bool
+	done    chan struct{}
+	err     error
+}
+
+func newRound() *round { return &round{arrived: map[int]bool{}, done: make(chan struct{})} }
+
+// NewJob returns the key-value space for a job spread over nodes nodes.
+func NewJob(nodes int) *Job {
+	return &Job{nodes: nodes, kvs: map[string]string{}, cur: newRound(), names: map[string]string{}}
+}
+
+// Fence records node's puts for the current round and blocks until every
+// node has fenced; it returns every pair put in the round.
+func (j *Job) Fence(ctx context.Context, node int, puts []KV) ([]KV, error) {
+	j.mu.Lock()
+	if j.closed != nil {
+		j.mu.Unlock()
+		return nil, j.closed
+	}
+	r := j.cur
+	if node < 0 || node >= j.nodes {
+		j.mu.Unlock()
+		return nil, fmt.Errorf("pmi: fence from unknown node %d", node)
+	}
+	if r.arrived[node] {
+		j.mu.Unlock()
+		return nil, fmt.Errorf("pmi: node %d fenced twice in one round", node)
+	}
+	r.arrived[node] = true
+	for _, kv := range puts {
+		j.kvs[kv.Key] = kv.Value
+	}
+	r.puts = append(r.puts, puts...)
+	if len(r.arrived) == j.nodes {
+		j.cur = newRound()
+		close(r.done)
+		j.mu.Unlock()
+		return r.puts, nil
+	}
+	j.mu.Unlock()
+	select {
+	case <-r.done:
+		return r.puts, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Get returns a value put anywhere in the job (after its fence).
+func (j *Job) Get(key string) (string, bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	v, ok := j.kvs[key]
+	return v, ok
+}
+
+// Close fails every waiting and future fence with err (the job is ending).
+func (j *Job) Close(err error) {
+	if err == nil {
+		err = ErrJobClosed
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.closed != nil {
+		return
+	}
+	j.closed = err
+	j.cur.err = err
+	j.cur.puts = nil
+	close(j.cur.done)
+}
+
+// Publish registers service at port.
+func (j *Job) Publish(service, port string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.names[service]; ok {
+		return fmt.Errorf("publish %q: %w", service, ErrExists)
+	}
+	j.names[service] = port
+	return nil
+}
+
+// Unpublish removes service.
+func (j *Job) Unpublish(service string) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.names[service]; !ok {
+		return fmt.Errorf("unpublish %q: %w", service, ErrNotFound)
+	}
+	delete(j.names, service)
+	return nil
+}
+
+// Lookup finds a published service.
+func (j *Job) Lookup(service string) (string, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	p, ok := j.names[service]
+	if !ok {
+		return "", fmt.Errorf("lookup %q: %w", service, ErrNotFound)
+	}
+	return p, nil
+}

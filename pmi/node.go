@@ -1,0 +1,354 @@
+package pmi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// KV is one key-value pair.
+type KV struct{ Key, Value string }
+
+// Uplink is how a node's PMI server reaches the launcher. The proxy
+// implements it over the control protocol; tests use a Job directly.
+type Uplink interface {
+	// Fence is called once per barrier round, after every local rank has
+	// entered, with the pairs put locally since the last round. It returns
+	// when every node of the job has fenced, with all pairs of the round.
+	Fence(ctx context.Context, puts []KV) ([]KV, error)
+	// Abort ends the job with code on behalf of rank.
+	Abort(rank, code int, msg string) error
+	// Publish, Unpublish and Lookup are the job's name service.
+	Publish(ctx context.Context, service, port string) error
+	Unpublish(ctx context.Context, service string) error
+	Lookup(ctx context.Context, service string) (string, error)
+}
+
+// Name service errors, usable with errors.Is.
+var (
+	ErrExists   = errors.New("service already published")
+	ErrNotFound = errors.New("not found")
+	// ErrNoFinalize: the client closed its connection after init but
+	// without finalize (a rank that died or returned early).
+	ErrNoFinalize = errors.New("pmi: connection closed without finalize")
+	// ErrAborted: the client called abort; the job is ending.
+	ErrAborted = errors.New("pmi: client aborted")
+)
+
+// NodeConfig describes the ranks a Node serves.
+type NodeConfig struct {
+	KVSName      string
+	Size         int           // job size
+	Ranks        []int         // global ranks served by this node
+	AppNum       func(int) int // MPMD segment of a rank; nil means 0
+	UniverseSize int           // -1: unknown (MPICH then leaves MPI_UNIVERSE_SIZE unset)
+	// ProcessMapping answers PMI_process_mapping; "" means not found, and
+	// MPICH falls back to exchanging host names.
+	ProcessMapping string
+	Uplink         Uplink
+	// Trace, when set, receives every exchange as "[pmi] rank R C: ..." and
+	// "S: ..." lines.
+	Trace io.Writer
+}
+
+// Node serves PMI-1 to the local ranks of one host and aggregates their
+// barriers, so the launcher sees one fence message per node per round.
+type Node struct {
+	cfg     NodeConfig
+	traceMu sync.Mutex
+
+	mu      sync.Mutex
+	kvs     map[string]string
+	pending []KV
+	entered int
+	waiters []chan error
+	isLocal map[int]bool
+}
+
+// NewNode validates cfg and returns a Node.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if cfg.KVSName == "" || len(cfg.KVSName) > MaxKVSName || strings.ContainsAny(cfg.KVSName, " \t\n=") {
+		return nil, fmt.Errorf("pmi: bad kvsname %q", cfg.KVSName)
+	}
+	if cfg.Size < 1 || len(cfg.Ranks) == 0 {
+		return nil, errors.New("pmi: node needs a job size and at least one local rank")
+	}
+	if cfg.Uplink == nil {
+		return nil, errors.New("pmi: node needs an uplink")
+	}
+	if cfg.AppNum == nil {
+		cfg.AppNum = func(int) int { return 0 }
+	}
+	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{}}
+	for _, r := range cfg.Ranks {
+		if r < 0 || r >= cfg.Size {
+			return nil, fmt.Errorf("pmi: local rank %d outside job of size %d", r, cfg.Size)
+		}
+		n.isLocal[r] = true
+	}
+	return n, nil
+}
+
+type session struct {
+	n      *Node
+	rank   int
+	w      *bufio.Writer
+	inited bool
+}
+
+// Serve speaks PMI-1 on one rank's connection. rank < 0 means PMI_PORT mode:
+// the client names itself with initack first. Serve returns nil after
+// finalize and the client's close, ErrNoFinalize if the client went away
+// after init without finalize, or an error wrapping ErrProtocol naming the
+// rank and quoting the offending line.
+func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) error {
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	s := &session{n: n, rank: rank, w: bufio.NewWriter(conn)}
+	r := bufio.NewReaderSize(conn, MaxLine)
+	finalized := false
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				if s.inited && !finalized {
+					return fmt.Errorf("rank %d: %w", s.rank, ErrNoFinalize)
+				}
+				return nil
+			}
+			return fmt.Errorf("rank %d: %w", s.rank, err)
+		}
+		n.trace(s.rank, "C", line)
+		c, err := ParseLine(line)
+		if err == nil && c.Name == "spawn" {
+			err = s.skipSpawn(r, c)
+		}
+		if err != nil {
+			s.reply(formatReply("error", "rc", "-1", "msg", "malformed_command"))
+			return fmt.Errorf("rank %d: %w", s.rank, err)
+		}
+		done, err := s.handle(ctx, c)
+		if err != nil {
+			return fmt.Errorf("rank %d: %w", s.rank, err)
+		}
+		if done {
+			finalized = true
+		}
+	}
+}
+
+// readLine reads one line of at most MaxLine bytes.
+func readLine(r *bufio.Reader) (string, error) {
+	line, err := r.ReadSlice('\n')
+	if errors.Is(err, bufio.ErrBufferFull) {
+		return "", fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, MaxLine)
+	}
+	if err != nil {
+		if len(line) > 0 && errors.Is(err, io.EOF) {
+			return "", fmt.Errorf("%w: unterminated line %q", ErrProtocol, line)
+		}
+		return "", err
+	}
+	return string(line), nil
+}
+
+func (n *Node) trace(rank int, dir, line string) {
+	if n.cfg.Trace == nil {
+		return
+	}
+	n.traceMu.Lock()
+	fmt.Fprintf(n.cfg.Trace, "[pmi] rank %d %s: %s\n", rank, dir, strings.TrimRight(line, "\n"))
+	n.traceMu.Unlock()
+}
+
+func (s *session) reply(line string) error {
+	s.n.trace(s.rank, "S", line)
+	if _, err := s.w.WriteString(line); err != nil {
+		return err
+	}
+	return s.w.Flush()
+}
+
+// skipSpawn consumes a multi-line spawn block up to endcmd.
+func (s *session) skipSpawn(r *bufio.Reader, c Command) error {
+	for {
+		line, err := readLine(r)
+		if err != nil {
+			return err
+		}
+		s.n.trace(s.rank, "C", line)
+		if strings.TrimSpace(line) == "endcmd" {
+			return nil
+		}
+		k, v, _ := strings.Cut(strings.TrimSpace(line), "=")
+		c.Args[k] = v
+	}
+}
+
+func (s *session) handle(ctx context.Context, c Command) (finalized bool, err error) {
+	n := s.n
+	cfg := &n.cfg
+	if !s.inited && c.Name != "init" && c.Name != "initack" {
+		s.reply(formatReply(c.Name+"_result", "rc", "-1", "msg", "init_first"))
+		return false, fmt.Errorf("%w: %q before init", ErrProtocol, c.Line)
+	}
+	switch c.Name {
+	case "initack":
+		id, err := strconv.Atoi(c.Args["pmiid"])
+		if err != nil || !n.isLocal[id] {
+			return false, fmt.Errorf("%w: initack with unknown pmiid in %q", ErrProtocol, c.Line)
+		}
+		s.rank = id
+		return false, s.reply(formatReply("initack") + formatReply("set", "size", strconv.Itoa(cfg.Size)) +
+			formatReply("set", "rank", strconv.Itoa(id)) + formatReply("set", "debug", "0"))
+	case "init":
+		if s.rank < 0 {
+			return false, fmt.Errorf("%w: init before initack in PMI_PORT mode", ErrProtocol)
+		}
+		v, sub := c.Args["pmi_version"], c.Args["pmi_subversion"]
+		if v != "1" {
+			s.reply(formatReply("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "-1"))
+			return false, fmt.Errorf("%w: PMI version %s.%s requested; gompi speaks PMI-1 (1.1)", ErrProtocol, v, sub)
+		}
+		s.inited = true
+		return false, s.reply(formatReply("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "0"))
+	case "get_maxes":
+		return false, s.reply(formatReply("maxes", "kvsname_max", strconv.Itoa(MaxKVSName),
+			"keylen_max", strconv.Itoa(MaxKey), "vallen_max", strconv.Itoa(MaxValue)))
+	case "get_appnum":
+		return false, s.reply(formatReply("appnum", "appnum", strconv.Itoa(cfg.AppNum(s.rank))))
+	case "get_my_kvsname":
+		return false, s.reply(formatReply("my_kvsname", "kvsname", cfg.KVSName))
+	case "get_universe_size":
+		return false, s.reply(formatReply("universe_size", "size", strconv.Itoa(cfg.UniverseSize)))
+	case "put":
+		key, val := c.Args["key"], c.Args["value"]
+		if err := s.checkKVS(c); err != nil {
+			return false, err
+		}
+		if err := checkToken("key "+strconv.Quote(key), key, MaxKey); err != nil || key == "" {
+			s.reply(formatReply("put_result", "rc", "-1", "msg", "bad_key"))
+			return false, fmt.Errorf("%w: bad key in %q", ErrProtocol, c.Line)
+		}
+		if err := checkToken("value of key "+key, val, MaxValue); err != nil {
+			s.reply(formatReply("put_result", "rc", "-1", "msg", "value_too_long"))
+			return false, err
+		}
+		n.mu.Lock()
+		n.kvs[key] = val
+		n.pending = append(n.pending, KV{key, val})
+		n.mu.Unlock()
+		return false, s.reply(formatReply("put_result", "rc", "0", "msg", "success"))
+	case "get":
+		key := c.Args["key"]
+		val, ok := n.get(key)
+		if !ok {
+			return false, s.reply(formatReply("get_result", "rc", "-1", "msg", "key_"+key+"_not_found", "value", "unknown"))
+		}
+		return false, s.reply(formatReply("get_result", "rc", "0", "msg", "success", "value", val))
+	case "barrier_in":
+		if err := n.barrier(ctx); err != nil {
+			return false, err
+		}
+		return false, s.reply(formatReply("barrier_out"))
+	case "finalize":
+		return true, s.reply(formatReply("finalize_ack"))
+	case "abort":
+		code, err := strconv.Atoi(c.Args["exitcode"])
+		if err != nil {
+			code = 1
+		}
+		cfg.Uplink.Abort(s.rank, code, c.Args["msg"])
+		// No reply: the client waits to be killed, as under Hydra.
+		<-ctx.Done()
+		return false, ErrAborted
+	case "publish_name":
+		err := cfg.Uplink.Publish(ctx, c.Args["service"], c.Args["port"])
+		if err != nil {
+			return false, s.reply(formatReply("publish_result", "info", "fail", "rc", "1", "msg", "key_already_present"))
+		}
+		return false, s.reply(formatReply("publish_result", "info", "ok", "rc", "0", "msg", "success"))
+	case "unpublish_name":
+		if err := cfg.Uplink.Unpublish(ctx, c.Args["service"]); err != nil {
+			return false, s.reply(formatReply("unpublish_result", "info", "fail", "rc", "1", "msg", "service_not_found"))
+		}
+		return false, s.reply(formatReply("unpublish_result", "info", "ok", "rc", "0", "msg", "success"))
+	case "lookup_name":
+		port, err := cfg.Uplink.Lookup(ctx, c.Args["service"])
+		if err != nil {
+			return false, s.reply(formatReply("lookup_result", "rc", "1", "msg", "service_not_found"))
+		}
+		return false, s.reply(formatReply("lookup_result", "port", port, "info", "ok", "rc", "0", "msg", "success"))
+	case "spawn":
+		// Reply once the last block of a multi-command spawn has arrived.
+		if c.Args["spawnssofar"] != c.Args["totspawns"] {
+			return false, nil
+		}
+		return false, s.reply(formatReply("spawn_result", "rc", "-1", "msg", "spawn_not_supported_by_gompi"))
+	}
+	s.reply(formatReply(c.Name+"_result", "rc", "-1", "msg", "unknown_command"))
+	return false, fmt.Errorf("%w: unknown command %q", ErrProtocol, c.Line)
+}
+
+func (s *session) checkKVS(c Command) error {
+	if k := c.Args["kvsname"]; k != s.n.cfg.KVSName {
+		s.reply(formatReply(c.Name+"_result", "rc", "-1", "msg", "unknown_kvsname"))
+		return fmt.Errorf("%w: kvsname %q is not this job's (%s) in %q", ErrProtocol, k, s.n.cfg.KVSName, c.Line)
+	}
+	return nil
+}
+
+func (n *Node) get(key string) (string, bool) {
+	switch key {
+	case "PMI_process_mapping":
+		return n.cfg.ProcessMapping, n.cfg.ProcessMapping != ""
+	case "PMI_dead_processes":
+		return "", true
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.kvs[key]
+	return v, ok
+}
+
+// barrier blocks until every local rank has entered and the job-wide fence
+// through the uplink has completed. The last rank in does the uplink call.
+func (n *Node) barrier(ctx context.Context) error {
+	n.mu.Lock()
+	n.entered++
+	if n.entered < len(n.cfg.Ranks) {
+		ch := make(chan error, 1)
+		n.waiters = append(n.waiters, ch)
+		n.mu.Unlock()
+		select {
+		case err := <-ch:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	puts, waiters := n.pending, n.waiters
+	n.pending, n.waiters, n.entered = nil, nil, 0
+	n.mu.Unlock()
+
+	all, err := n.cfg.Uplink.Fence(ctx, puts)
+	if err == nil {
+		n.mu.Lock()
+		for _, kv := range all {
+			n.kvs[kv.Key] = kv.Value
+		}
+		n.mu.Unlock()
+	}
+	for _, w := range waiters {
+		w <- err
+	}
+	return err
+}
