@@ -142,7 +142,7 @@ func TestPortModeInitack(t *testing.T) {
 func TestProtocolErrors(t *testing.T) {
 	tests := []struct {
 		name, req, wantErr string
-		init              bool
+		init               bool
 	}{
 		{"unknown command", "cmd=frobnicate x=1", `unknown command "cmd=frobnicate x=1"`, true},
 		{"not key=value", "hello world", "does not start with cmd=", true},
