@@ -1,0 +1,154 @@
+// Package mpich runs small C programs built with Debian's MPICH under
+// gompiexec (or, with GOMPI_MPIEXEC, any mpiexec) and checks their output.
+package mpich
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var (
+	progDir  string
+	mpiexec  []string
+	setupErr error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gompi-mpich-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	progDir = dir
+	setupErr = setup(dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func setup(dir string) error {
+	if _, err := exec.LookPath("mpicc"); err != nil {
+		return fmt.Errorf("mpicc not found (run test/setup.sh as root to install mpich and libmpich-dev)")
+	}
+	srcs, _ := filepath.Glob("progs/*.c")
+	for _, src := range srcs {
+		out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
+		if b, err := exec.Command("mpicc", "-O2", "-o", out, src).CombinedOutput(); err != nil {
+			return fmt.Errorf("mpicc %s: %v\n%s", src, err, b)
+		}
+	}
+	if m := os.Getenv("GOMPI_MPIEXEC"); m != "" {
+		mpiexec = strings.Fields(m)
+		return nil
+	}
+	b, err := exec.Command("go", "build", "-o", dir+"/", "github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("building gompiexec: %v\n%s", err, b)
+	}
+	mpiexec = []string{filepath.Join(dir, "gompiexec")}
+	return nil
+}
+
+func needSetup(t *testing.T) {
+	t.Helper()
+	if setupErr == nil {
+		return
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal(setupErr)
+	}
+	t.Skip(setupErr)
+}
+
+type run struct {
+	out, err string
+	code     int
+}
+
+func launch(t *testing.T, args ...string) run {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, mpiexec[0], append(mpiexec[1:], args...)...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("%v hung; output %q %q", args, o.String(), e.String())
+	}
+	code := 0
+	if err != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	return run{o.String(), e.String(), code}
+}
+
+func prog(name string) string { return filepath.Join(progDir, name) }
+
+var modes = []struct {
+	name string
+	args []string
+}{{"pmi-fd", nil}, {"pmi-port", []string{"-pmi-port"}}}
+
+func TestMPICHPrograms(t *testing.T) {
+	needSetup(t)
+	for _, mode := range modes {
+		for _, n := range []int{1, 2, 4, 8} {
+			ns := fmt.Sprint(n)
+			args := func(p string) []string { return append(append([]string{}, mode.args...), "-n", ns, prog(p)) }
+			t.Run(fmt.Sprintf("%s/n=%d", mode.name, n), func(t *testing.T) {
+				r := launch(t, args("ranks")...)
+				if r.code != 0 {
+					t.Fatalf("ranks: exit %d\n%s%s", r.code, r.out, r.err)
+				}
+				// With PMI_FD alone a misconfigured launch makes every rank
+				// "rank 0 of 1": check each rank and size really appear.
+				for i := 0; i < n; i++ {
+					if !strings.Contains(r.out, fmt.Sprintf("rank %d of %d on ", i, n)) {
+						t.Fatalf("ranks: rank %d of %d missing:\n%s", i, n, r.out)
+					}
+				}
+				r = launch(t, args("ring")...)
+				if r.code != 0 || !strings.Contains(r.out, fmt.Sprintf("rank 0 of %d on", n)) || !strings.Contains(r.out, fmt.Sprintf("tok %d\n", n)) {
+					t.Fatalf("ring: exit %d\n%s%s", r.code, r.out, r.err)
+				}
+				r = launch(t, args("allreduce")...)
+				if r.code != 0 || !strings.Contains(r.out, fmt.Sprintf("allreduce ok size %d", n)) {
+					t.Fatalf("allreduce: exit %d\n%s%s", r.code, r.out, r.err)
+				}
+				r = launch(t, args("abort")...)
+				if r.code != 7 || !strings.Contains(r.out+r.err, "MPI_Abort") {
+					t.Fatalf("abort: exit %d, want 7\n%s%s", r.code, r.out, r.err)
+				}
+			})
+		}
+	}
+}
+
+func TestMPICHMPMD(t *testing.T) {
+	needSetup(t)
+	for _, mode := range modes {
+		t.Run(mode.name, func(t *testing.T) {
+			args := append(append([]string{}, mode.args...), "-n", "1", prog("mpmd"), ":", "-n", "3", prog("mpmd"))
+			r := launch(t, args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d\n%s%s", r.code, r.out, r.err)
+			}
+			for rank, app := range []int{0, 1, 1, 1} {
+				if !strings.Contains(r.out, fmt.Sprintf("rank %d appnum %d universe", rank, app)) {
+					t.Fatalf("rank %d appnum %d missing:\n%s", rank, app, r.out)
+				}
+			}
+		})
+	}
+}
