@@ -32,7 +32,7 @@ fuzz:
 
 # Runs the demo job on this machine with the fork launcher (no SSH needed).
 demo: build
-	./$(BIN)/gompiexec -n $(NP) -l ./$(BIN)/pi
+	./$(BIN)/gompiexec -n $(NP) -l ./$(BIN)/hello
 
 bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec

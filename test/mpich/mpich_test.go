@@ -152,3 +152,36 @@ func TestMPICHMPMD(t *testing.T) {
 		})
 	}
 }
+
+// TestGoClientUnderHydraAndGompi runs the Go PMI client example under
+// Debian's mpiexec.hydra and under gompiexec; both must agree on rank, size
+// and a fenced exchange.
+func TestGoClientUnderHydraAndGompi(t *testing.T) {
+	needSetup(t)
+	hello := filepath.Join(progDir, "gohello")
+	if b, err := exec.Command("go", "build", "-o", hello, "github.com/gompi/gompi/examples/hello").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, b)
+	}
+	launchers := [][]string{{filepath.Join(progDir, "gompiexec")}, {"mpiexec.hydra"}}
+	if os.Getenv("GOMPI_MPIEXEC") != "" {
+		launchers = [][]string{mpiexec, {"mpiexec.hydra"}}
+	}
+	for _, l := range launchers {
+		if _, err := exec.LookPath(l[0]); err != nil {
+			t.Fatalf("%s: %v", l[0], err)
+		}
+		saved := mpiexec
+		mpiexec = l
+		r := launch(t, "-n", "4", hello)
+		mpiexec = saved
+		if r.code != 0 {
+			t.Fatalf("%s: exit %d\n%s%s", l[0], r.code, r.out, r.err)
+		}
+		for i := 0; i < 4; i++ {
+			want := fmt.Sprintf("hello from rank %d of 4 (appnum 0) at ", i)
+			if !strings.Contains(r.out, want) || !strings.Contains(r.out, fmt.Sprintf("; rank %d is at ", (i+1)%4)) {
+				t.Fatalf("%s: rank %d line missing:\n%s", l[0], i, r.out)
+			}
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/pmi"
+)
+
+type uplink struct{ job *pmi.Job }
+
+func (u uplink) Fence(ctx context.Context, p []pmi.KV) ([]pmi.KV, error) {
+	return u.job.Fence(ctx, 0, p)
+}
+func (u uplink) Abort(int, int, string) error                   { return nil }
+func (u uplink) Publish(context.Context, string, string) error  { return nil }
+func (u uplink) Unpublish(context.Context, string) error        { return nil }
+func (u uplink) Lookup(context.Context, string) (string, error) { return "", pmi.ErrNotFound }
+
+func TestClientAgainstNode(t *testing.T) {
+	const size = 4
+	node, err := pmi.NewNode(pmi.NodeConfig{KVSName: "kvs_t", Size: size, Ranks: []int{0, 1, 2, 3}, Uplink: uplink{pmi.NewJob(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for r := 0; r < size; r++ {
+		a, b := net.Pipe()
+		go node.Serve(ctx, r, b)
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			c, err := NewFromConn(ctx, a, r, size)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if c.Rank() != r || c.Size() != size || c.KVSName() != "kvs_t" {
+				t.Errorf("rank %d: got %d/%d %s", r, c.Rank(), c.Size(), c.KVSName())
+			}
+			if err := c.Put(fmt.Sprintf("k%d", r), fmt.Sprintf("v%d", r)); err != nil {
+				t.Error(err)
+			}
+			if err := c.Fence(ctx); err != nil {
+				t.Error(err)
+			}
+			for o := 0; o < size; o++ {
+				v, err := c.Get(ctx, fmt.Sprintf("k%d", o))
+				if err != nil || v != fmt.Sprintf("v%d", o) {
+					t.Errorf("rank %d get k%d: %q %v", r, o, v, err)
+				}
+			}
+			if _, err := c.Get(ctx, "missing"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("missing key: %v", err)
+			}
+			if err := c.Put("bad key", "x"); err == nil {
+				t.Error("key with a space accepted")
+			}
+			if err := c.Finalize(); err != nil {
+				t.Error(err)
+			}
+		}(r)
+	}
+	wg.Wait()
+}
+
+func TestServerGoneAndCancel(t *testing.T) {
+	a, b := net.Pipe()
+	go func() { // answers init then dies
+		buf := make([]byte, 256)
+		for _, reply := range []string{"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+			"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n", "cmd=appnum appnum=0\n", "cmd=my_kvsname kvsname=k\n"} {
+			b.Read(buf)
+			b.Write([]byte(reply))
+		}
+		b.Read(buf) // the barrier_in; then hang until cancelled
+	}()
+	c, err := NewFromConn(context.Background(), a, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := c.Fence(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled fence: %v", err)
+	}
+	b.Close()
+	if _, err := c.Get(context.Background(), "x"); !errors.Is(err, ErrServerGone) {
+		t.Fatalf("after server close: %v", err)
+	}
+}
+
+func TestSingleton(t *testing.T) {
+	t.Setenv("PMI_FD", "")
+	t.Setenv("PMI_PORT", "")
+	c, err := New(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Singleton() || c.Rank() != 0 || c.Size() != 1 {
+		t.Fatalf("singleton: %d/%d", c.Rank(), c.Size())
+	}
+	c.Put("a", "b")
+	if v, err := c.Get(context.Background(), "a"); v != "b" || err != nil {
+		t.Fatalf("get: %q %v", v, err)
+	}
+}
