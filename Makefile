@@ -36,6 +36,7 @@ demo: build
 
 bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
+	$(GO) test -run "^$$" -bench Fence4096 -benchtime 20x ./pmi/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

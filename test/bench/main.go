@@ -1,0 +1,107 @@
+// Command bench times gompiexec against Debian's mpiexec.hydra in the same
+// run and prints medians and ratios (make bench). Runs are interleaved so
+// both launchers see the same machine load.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+type benchCase struct {
+	name string
+	args []string // after the launcher
+	goal float64  // gompi/hydra ratio to meet (<=)
+}
+
+func main() {
+	gompi := flag.String("gompiexec", "bin/gompiexec", "gompiexec to measure")
+	hydra := flag.String("hydra", "mpiexec.hydra", "reference launcher")
+	reps := flag.Int("reps", 11, "timed runs per case and launcher (median reported)")
+	flag.Parse()
+	if _, err := exec.LookPath(*hydra); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %s not found (run test/setup.sh)\n", *hydra)
+		os.Exit(1)
+	}
+	dir, err := os.MkdirTemp("", "gompi-bench-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	hello := filepath.Join(dir, "hello")
+	if out, err := exec.Command("mpicc", "-O2", "-o", hello, "test/mpich/progs/hello.c").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: mpicc: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	cases := []benchCase{
+		{"-n 1 /bin/true", []string{"-n", "1", "/bin/true"}, 0},
+		{"-n 4 /bin/true", []string{"-n", "4", "/bin/true"}, 0},
+		{"-n 16 /bin/true", []string{"-n", "16", "/bin/true"}, 0},
+		{"-n 64 /bin/true", []string{"-n", "64", "/bin/true"}, 0.5},
+		{"-n 16 ./hello (MPICH)", []string{"-n", "16", hello}, 0.9},
+	}
+	fmt.Printf("launch time, median of %d runs (wall clock of the whole command)\n\n", *reps)
+	fmt.Printf("%-24s %12s %12s %8s  %s\n", "case", "gompiexec", "hydra", "ratio", "goal")
+	for _, c := range cases {
+		g, h, err := measure(*gompi, *hydra, c.args, *reps)
+		if err != nil {
+			fmt.Printf("%-24s error: %v\n", c.name, err)
+			continue
+		}
+		ratio := float64(g) / float64(h)
+		goal := ""
+		if c.goal > 0 {
+			verdict := "met"
+			if ratio > c.goal {
+				verdict = "MISSED"
+			}
+			goal = fmt.Sprintf("<= %.1fx %s", c.goal, verdict)
+		}
+		fmt.Printf("%-24s %12s %12s %7.2fx  %s\n", c.name, round(g), round(h), ratio, goal)
+	}
+}
+
+func measure(gompi, hydra string, args []string, reps int) (time.Duration, time.Duration, error) {
+	var gs, hs []time.Duration
+	for i := 0; i < reps+1; i++ {
+		g, err := timeRun(gompi, args)
+		if err != nil {
+			return 0, 0, fmt.Errorf("gompiexec: %w", err)
+		}
+		h, err := timeRun(hydra, args)
+		if err != nil {
+			return 0, 0, fmt.Errorf("hydra: %w", err)
+		}
+		if i > 0 { // the first round warms caches
+			gs, hs = append(gs, g), append(hs, h)
+		}
+	}
+	return median(gs), median(hs), nil
+}
+
+func timeRun(launcher string, args []string) (time.Duration, error) {
+	cmd := exec.Command(launcher, args...)
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	d := time.Since(start)
+	if err != nil {
+		return 0, fmt.Errorf("%s %s: %v: %s", launcher, strings.Join(args, " "), err, out)
+	}
+	return d, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+func round(d time.Duration) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000)
+}
