@@ -117,10 +117,11 @@ type RankSpec struct {
 // Conn frames messages on a stream. Reads are done by one goroutine; writes
 // are serialised by a mutex so output and control frames never interleave.
 type Conn struct {
-	r  *bufio.Reader
-	mu sync.Mutex
-	w  *bufio.Writer
-	c  io.Closer
+	r    *bufio.Reader
+	rbuf []byte // reused by Recv
+	mu   sync.Mutex
+	w    *bufio.Writer
+	c    io.Closer
 }
 
 // NewConn wraps a stream.
@@ -194,36 +195,37 @@ type Frame struct {
 	Data []byte // FrameOutput; valid until the next Recv
 }
 
-// Recv reads the next frame.
-func (c *Conn) Recv(buf []byte) (Frame, []byte, error) {
+// Recv reads the next frame. Only one goroutine may call it; an output
+// frame's Data is valid until the next call.
+func (c *Conn) Recv() (Frame, error) {
 	var hdr [5]byte
 	if _, err := io.ReadFull(c.r, hdr[:]); err != nil {
-		return Frame{}, buf, err
+		return Frame{}, err
 	}
 	n := binary.BigEndian.Uint32(hdr[1:])
 	if n > MaxFrame {
-		return Frame{}, buf, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
+		return Frame{}, fmt.Errorf("%w: %d bytes", ErrFrameTooLarge, n)
 	}
-	if cap(buf) < int(n) {
-		buf = make([]byte, n)
+	if cap(c.rbuf) < int(n) {
+		c.rbuf = make([]byte, n)
 	}
-	buf = buf[:n]
+	buf := c.rbuf[:n]
 	if _, err := io.ReadFull(c.r, buf); err != nil {
-		return Frame{}, buf, fmt.Errorf("control: short frame: %w", err)
+		return Frame{}, fmt.Errorf("control: short frame: %w", err)
 	}
 	switch hdr[0] {
 	case FrameMsg:
 		var m Msg
 		if err := json.Unmarshal(buf, &m); err != nil {
-			return Frame{}, buf, fmt.Errorf("control: bad message: %w", err)
+			return Frame{}, fmt.Errorf("control: bad message: %w", err)
 		}
-		return Frame{Type: FrameMsg, Msg: m}, buf, nil
+		return Frame{Type: FrameMsg, Msg: m}, nil
 	case FrameOutput:
 		if n < 5 {
-			return Frame{}, buf, errors.New("control: short output frame")
+			return Frame{}, errors.New("control: short output frame")
 		}
-		return Frame{Type: FrameOutput, Rank: int(binary.BigEndian.Uint32(buf[:4])), FD: buf[4], Data: buf[5:]}, buf, nil
+		return Frame{Type: FrameOutput, Rank: int(binary.BigEndian.Uint32(buf[:4])), FD: buf[4], Data: buf[5:]}, nil
 	default:
-		return Frame{}, buf, fmt.Errorf("control: unknown frame type %d", hdr[0])
+		return Frame{}, fmt.Errorf("control: unknown frame type %d", hdr[0])
 	}
 }

@@ -280,11 +280,8 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 // readProxy delivers one proxy's frames: output straight to the terminal,
 // messages to the supervision loop.
 func (j *job) readProxy(i int, p *proxyConn) {
-	var buf []byte
 	for {
-		var f control.Frame
-		var err error
-		f, buf, err = p.conn.Recv(buf)
+		f, err := p.conn.Recv()
 		if err != nil {
 			j.events <- event{host: i, err: err}
 			return

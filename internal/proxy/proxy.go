@@ -88,7 +88,7 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		return fmt.Errorf("%w: %v", ErrLauncherLost, err)
 	}
 	p.conn = control.NewConn(ctl)
-	f, _, err := p.conn.Recv(nil)
+	f, err := p.conn.Recv()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrLauncherLost, err)
 	}
@@ -123,11 +123,8 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	cmds := make(chan control.Msg)
 	lost := make(chan error, 1)
 	go func() {
-		var buf []byte
 		for {
-			var f control.Frame
-			var err error
-			f, buf, err = p.conn.Recv(buf)
+			f, err := p.conn.Recv()
 			if err != nil {
 				lost <- err
 				return

@@ -1,0 +1,76 @@
+package control
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"reflect"
+	"testing"
+
+	"github.com/gompi/gompi/pmi"
+)
+
+func TestRoundTripOverPipe(t *testing.T) {
+	a, b := net.Pipe()
+	ca, cb := NewConn(a), NewConn(b)
+	msgs := []Msg{
+		{T: MsgJob, Job: &Job{Version: Version, JobID: "j", Size: 2, Apps: []App{{Argv: []string{"/bin/true"}}},
+			Ranks: []RankSpec{{Rank: 1, LocalRank: 0}}, KVSName: "kvs_j"}},
+		{T: MsgExit, Rank: 3, Code: 7},
+		{T: MsgFence, KVS: []pmi.KV{{Key: "k", Value: "v=1"}}},
+	}
+	go func() {
+		for _, m := range msgs {
+			ca.Send(m)
+		}
+		ca.SendOutput(5, 2, []byte("line\n"), true)
+	}()
+	for _, want := range msgs {
+		f, err := cb.Recv()
+		if err != nil || f.Type != FrameMsg || !reflect.DeepEqual(f.Msg, want) {
+			t.Fatalf("got %+v %v, want %+v", f.Msg, err, want)
+		}
+	}
+	f, err := cb.Recv()
+	if err != nil || f.Type != FrameOutput || f.Rank != 5 || f.FD != 2 || string(f.Data) != "line\n" {
+		t.Fatalf("output frame %+v %v", f, err)
+	}
+	a.Close()
+	if _, err := cb.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after close: %v", err)
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	for _, in := range [][]byte{
+		{9, 0, 0, 0, 0},                // unknown type
+		{1, 0xff, 0xff, 0xff, 0xff},    // too large
+		{2, 0, 0, 0, 2, 1, 2},          // short output frame
+		{1, 0, 0, 0, 3, '{', 'x', '}'}, // bad JSON
+		{1, 0, 0, 0, 9, '{', '"', 't'}, // truncated
+	} {
+		c := NewConn(nopCloser{bytes.NewReader(in)})
+		if _, err := c.Recv(); err == nil {
+			t.Errorf("%v accepted", in)
+		}
+	}
+}
+
+type nopCloser struct{ io.Reader }
+
+func (nopCloser) Write(p []byte) (int, error) { return len(p), nil }
+func (nopCloser) Close() error                { return nil }
+
+func FuzzRecv(f *testing.F) {
+	f.Add([]byte{1, 0, 0, 0, 10, '{', '"', 't', '"', ':', '"', 'x', '"', '}', ' '})
+	f.Add([]byte{2, 0, 0, 0, 6, 0, 0, 0, 1, 1, 'a'})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		c := NewConn(nopCloser{bytes.NewReader(in)})
+		for i := 0; i < 8; i++ {
+			if _, err := c.Recv(); err != nil {
+				return
+			}
+		}
+	})
+}
