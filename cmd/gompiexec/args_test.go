@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		args  []string
+		check func(o *options) bool
+	}{
+		{[]string{"-n", "4", "./app", "-x", "y"}, func(o *options) bool {
+			return len(o.segments) == 1 && o.segments[0].n == 4 && reflect.DeepEqual(o.segments[0].argv, []string{"./app", "-x", "y"})
+		}},
+		{[]string{"--np", "2", "-ckpoint-prefix", "/s", "--ckpoint-interval", "30", "app"}, func(o *options) bool {
+			return o.segments[0].n == 2 && o.ckptPrefix == "/s" && o.ckptInterval == 30*time.Second
+		}},
+		{[]string{"-genv", "A", "1", "-genv", "B=2", "-genv=C=3", "app"}, func(o *options) bool {
+			return reflect.DeepEqual(o.genv, []string{"A=1", "B=2", "C=3"})
+		}},
+		{[]string{"-n", "1", "-env", "X", "1", "a", ":", "-n", "3", "-wdir", "/tmp", "b", "arg"}, func(o *options) bool {
+			return len(o.segments) == 2 && o.segments[0].env[0] == "X=1" && o.segments[1].n == 3 &&
+				o.segments[1].wdir == "/tmp" && reflect.DeepEqual(o.segments[1].argv, []string{"b", "arg"})
+		}},
+		{[]string{"-f", "hosts", "-ppn", "2", "-rr", "-l", "-timeout", "1.5", "app"}, func(o *options) bool {
+			return o.hostfile == "hosts" && o.ppn == 2 && o.roundRobin && o.prepend && o.timeout == 1500*time.Millisecond
+		}},
+		{[]string{"-genvlist", "A,B", "-PREPEND-RANK", "app"}, func(o *options) bool {
+			return o.envMode == "list" && reflect.DeepEqual(o.envList, []string{"A", "B"}) && o.prepend
+		}},
+		{[]string{"app", "-n", "5"}, func(o *options) bool { // options after the program are its own
+			return reflect.DeepEqual(o.segments[0].argv, []string{"app", "-n", "5"}) && !o.segments[0].nSet
+		}},
+		{[]string{"--help"}, func(o *options) bool { return o.help }},
+	}
+	for _, tc := range tests {
+		o, err := parseArgs(tc.args)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		if !tc.check(o) {
+			t.Errorf("%v: parsed %+v", tc.args, o)
+		}
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "0", "app"}, "need at least 1"},
+		{[]string{"-n", "-3", "app"}, "need at least 1"},
+		{[]string{"-frobnicate", "app"}, "unknown option -frobnicate"},
+		{[]string{"-n"}, "needs 1 value"},
+		{[]string{"-genv", "A"}, "needs 2 value"},
+		{[]string{":", "app"}, "':' must follow a program"},
+		{[]string{"-n", "2"}, "no program given"},
+		{[]string{"-launcher", "pigeon", "app"}, "known launchers"},
+		{[]string{"-timeout", "soon", "app"}, "want seconds"},
+		{[]string{"-f", "h", "-hosts", "a", "app"}, "either -f or -hosts"},
+		{[]string{"-l=yes", "app"}, "takes no value"},
+	}
+	for _, tc := range tests {
+		_, err := parseArgs(tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want %q", tc.args, err, tc.want)
+		}
+	}
+	var ue *UsageError
+	if _, err := parseArgs([]string{"-bogus"}); !errors.As(err, &ue) {
+		t.Errorf("unknown flag is not a UsageError: %v", err)
+	}
+}
+
+func FuzzParseArgs(f *testing.F) {
+	f.Add("-n 4 ./app")
+	f.Add("-genv A 1 -n 1 a : -n 2 b")
+	f.Add("--ckpoint-prefix=/x -l app")
+	f.Fuzz(func(t *testing.T, s string) {
+		o, err := parseArgs(strings.Fields(s))
+		if err != nil || o.help || o.version {
+			return
+		}
+		for _, seg := range o.segments {
+			if len(seg.argv) == 0 || (seg.nSet && seg.n < 1) {
+				t.Fatalf("%q: bad segment %+v", s, seg)
+			}
+		}
+	})
+}
