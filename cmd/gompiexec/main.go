@@ -332,10 +332,39 @@ func proxyPath(flag string) (string, error) {
 }
 
 // backendFor chooses how each host's proxy is started: fork for this
-// machine (or everything under -launcher fork); remote hosts need ssh/rsh.
+// machine (and for every host under -launcher fork), otherwise the rsh
+// agent from -launcher-exec, or OpenSSH's client for -launcher ssh.
 func backendFor(o *options) (func(hostfile.Host) launcher.Backend, error) {
-	if o.launcher == "ssh" || o.launcher == "rsh" || o.launcherExe != "" {
-		return nil, usagef("-launcher %s: remote launchers are not available in this build yet; use -launcher fork or local hosts", o.launcher)
+	var remote launcher.Backend
+	switch {
+	case o.launcher == "fork":
+		return func(hostfile.Host) launcher.Backend { return launcher.Fork{} }, nil
+	case o.launcherExe != "":
+		if _, err := exec.LookPath(o.launcherExe); err != nil {
+			return nil, usagef("-launcher-exec %s: not found or not executable", o.launcherExe)
+		}
+		remote = launcher.RSH{Agent: o.launcherExe}
+	case o.launcher == "rsh":
+		return nil, usagef("-launcher rsh needs -launcher-exec AGENT (for example ssh or a kubectl exec wrapper)")
+	default:
+		remote = launcher.OpenSSH()
 	}
-	return func(h hostfile.Host) launcher.Backend { return launcher.Fork{} }, nil
+	local := localNames()
+	return func(h hostfile.Host) launcher.Backend {
+		if local[h.Name] && o.launcherExe == "" {
+			return launcher.Fork{}
+		}
+		return remote
+	}, nil
+}
+
+// localNames are host names that mean this machine.
+func localNames() map[string]bool {
+	m := map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+	if h, err := os.Hostname(); err == nil {
+		m[h] = true
+		short, _, _ := strings.Cut(h, ".")
+		m[short] = true
+	}
+	return m
 }

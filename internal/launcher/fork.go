@@ -22,6 +22,11 @@ func (Fork) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("fork: empty proxy command")
 	}
+	return startLocal(ctx, spec.Argv, spec)
+}
+
+// startLocal runs argv as a local child whose stdin/stdout are the Proc.
+func startLocal(ctx context.Context, argv []string, spec Spec) (Proc, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -35,11 +40,12 @@ func (Fork) Start(ctx context.Context, spec Spec) (Proc, error) {
 		inW.Close()
 		return nil, err
 	}
-	cmd := exec.Command(spec.Argv[0], spec.Argv[1:]...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, spec.Stderr
 	// Own process group: a terminal's Ctrl-C reaches only gompiexec, which
-	// forwards it. Pdeathsig: the proxy dies with gompiexec, even on SIGKILL.
+	// forwards it, and Kill can take the whole group (an rsh agent's
+	// children too). Pdeathsig: it dies with gompiexec, even on SIGKILL.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	err = StartLocked(cmd)
 	inR.Close()
@@ -47,7 +53,7 @@ func (Fork) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return nil, fmt.Errorf("fork %s: %w", spec.Argv[0], err)
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	return &forkProc{cmd: cmd, in: inW, out: outR}, nil
 }
@@ -77,6 +83,7 @@ func (p *forkProc) Wait() error {
 }
 
 func (p *forkProc) Kill() error {
+	syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	err := p.cmd.Process.Kill()
 	if errors.Is(err, os.ErrProcessDone) {
 		return nil
