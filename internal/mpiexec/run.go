@@ -139,6 +139,9 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 	if err != nil {
 		return ExitInternal, err
 	}
+	for i, h := range layout.Hosts {
+		cfg.Log.Debug("placement", "host", h.Name, "ranks", layout.RanksOn(i))
+	}
 	j := &job{cfg: cfg, layout: layout, out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrependRank)}
 	return j.run(ctx)
 }
@@ -244,6 +247,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 
 func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) (*proxyConn, error) {
 	be := j.cfg.Backend(h)
+	j.cfg.Log.Debug("starting proxy", "host", h.Name, "launcher", be.Name(), "proxy", j.cfg.ProxyPath)
 	proc, err := be.Start(ctx, launcher.Spec{
 		Host: h.Name, User: h.User, Argv: []string{j.cfg.ProxyPath},
 		Stderr: prefixWriter(j.cfg.Stderr, "gompi-proxy@"+h.Name+": "),
@@ -333,6 +337,7 @@ func (j *job) loop(ctx context.Context) int {
 			}
 			switch ev.msg.T {
 			case control.MsgStarted:
+				j.cfg.Log.Debug("ranks started", "host", p.host, "pids", ev.msg.Pids)
 				ranks := j.layout.RanksOn(ev.host)
 				for k, pid := range ev.msg.Pids {
 					if k < len(ranks) {
@@ -340,6 +345,7 @@ func (j *job) loop(ctx context.Context) int {
 					}
 				}
 			case control.MsgExit:
+				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
 				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error)
 			case control.MsgFence:
 				go j.fence(ev.host, ev.msg.KVS)
@@ -505,6 +511,7 @@ func (j *job) kill() {
 	if j.killing {
 		return
 	}
+	j.cfg.Log.Debug("terminating the job", "grace", j.cfg.Grace)
 	j.killing = true
 	j.killedAt = time.Now()
 	j.broadcast(control.Msg{T: control.MsgKill})

@@ -47,6 +47,8 @@ func main() {
 		{"-n 64 /bin/true", []string{"-n", "64", "/bin/true"}, 0.5},
 		{"-n 16 ./hello (MPICH)", []string{"-n", "16", hello}, 0.9},
 	}
+	floor := spawnFloor(64, *reps)
+	fmt.Printf("machine floor: starting and reaping 64 /bin/true from one Go process takes %s (median)\n\n", round(floor))
 	fmt.Printf("launch time, median of %d runs (wall clock of the whole command)\n\n", *reps)
 	fmt.Printf("%-24s %12s %12s %8s  %s\n", "case", "gompiexec", "hydra", "ratio", "goal")
 	for _, c := range cases {
@@ -66,6 +68,28 @@ func main() {
 		}
 		fmt.Printf("%-24s %12s %12s %7.2fx  %s\n", c.name, round(g), round(h), ratio, goal)
 	}
+}
+
+// spawnFloor is the machine's own limit for a launcher on one host: the
+// time to fork/exec and reap n trivial processes, with no launcher at all.
+func spawnFloor(n, reps int) time.Duration {
+	var ds []time.Duration
+	for i := 0; i < reps; i++ {
+		start := time.Now()
+		cmds := make([]*exec.Cmd, n)
+		for k := range cmds {
+			cmds[k] = exec.Command("/bin/true")
+			if err := cmds[k].Start(); err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+				os.Exit(1)
+			}
+		}
+		for _, c := range cmds {
+			c.Wait()
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return median(ds)
 }
 
 func measure(gompi, hydra string, args []string, reps int) (time.Duration, time.Duration, error) {
