@@ -56,7 +56,7 @@ type NodeConfig struct {
 	Trace io.Writer
 }
 
-// Node serves PMI-1 to the local ranks of one host and aggregates their
+// Node serves PMI-1 and PMI-2 to the local ranks of one host and aggregates their
 // barriers, so the launcher sees one fence message per node per round.
 type Node struct {
 	cfg     NodeConfig
@@ -68,6 +68,9 @@ type Node struct {
 	entered int
 	waiters []chan error
 	isLocal map[int]bool
+
+	nodeAttrs   map[string]string // PMI-2 info-putnodeattr
+	attrChanged chan struct{}     // closed and replaced on every put
 }
 
 // NewNode validates cfg and returns a Node.
@@ -84,7 +87,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.AppNum == nil {
 		cfg.AppNum = func(int) int { return 0 }
 	}
-	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{}}
+	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{},
+		nodeAttrs: map[string]string{}, attrChanged: make(chan struct{})}
 	for _, r := range cfg.Ranks {
 		if r < 0 || r >= cfg.Size {
 			return nil, fmt.Errorf("pmi: local rank %d outside job of size %d", r, cfg.Size)
@@ -134,6 +138,15 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		if err != nil {
 			s.reply(formatReply("error", "rc", "-1", "msg", "malformed_command"))
 			return fmt.Errorf("rank %d: %w", s.rank, err)
+		}
+		if c.Name == "init" && c.Args["pmi_version"] == "2" && s.rank >= -1 {
+			// PMI-2 clients bootstrap with a PMI-1 init line, then switch
+			// to length-prefixed frames.
+			s.inited = true
+			if err := s.reply(formatReply("response_to_init", "pmi_version", "2", "pmi_subversion", "0", "rc", "0")); err != nil {
+				return err
+			}
+			return s.serve2(ctx, r)
 		}
 		done, err := s.handle(ctx, c)
 		if err != nil {
@@ -216,7 +229,7 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 		v, sub := c.Args["pmi_version"], c.Args["pmi_subversion"]
 		if v != "1" {
 			s.reply(formatReply("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "-1"))
-			return false, fmt.Errorf("%w: PMI version %s.%s requested; gompi speaks PMI-1 (1.1)", ErrProtocol, v, sub)
+			return false, fmt.Errorf("%w: PMI version %s.%s requested; gompi speaks 1.1 and 2.0", ErrProtocol, v, sub)
 		}
 		s.inited = true
 		return false, s.reply(formatReply("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "0"))

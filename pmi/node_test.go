@@ -147,7 +147,7 @@ func TestProtocolErrors(t *testing.T) {
 		{"unknown command", "cmd=frobnicate x=1", `unknown command "cmd=frobnicate x=1"`, true},
 		{"not key=value", "hello world", "does not start with cmd=", true},
 		{"before init", "cmd=get_maxes", "before init", false},
-		{"wrong version", "cmd=init pmi_version=2 pmi_subversion=0", "PMI version 2.0", false},
+		{"wrong version", "cmd=init pmi_version=3 pmi_subversion=0", "PMI version 3.0", false},
 		{"wrong kvsname", "cmd=put kvsname=other key=a value=b", `kvsname "other" is not this job's`, true},
 		{"long key", "cmd=put kvsname=kvs_1 key=" + strings.Repeat("k", 65) + " value=b", "bad key", true},
 		{"long value", "cmd=put kvsname=kvs_1 key=a value=" + strings.Repeat("v", 900), "", true},

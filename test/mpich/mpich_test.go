@@ -41,7 +41,11 @@ func setup(dir string) error {
 	srcs, _ := filepath.Glob("progs/*.c")
 	for _, src := range srcs {
 		out := filepath.Join(dir, strings.TrimSuffix(filepath.Base(src), ".c"))
-		if b, err := exec.Command("mpicc", "-O2", "-o", out, src).CombinedOutput(); err != nil {
+		cc := []string{"mpicc", "-O2", "-o", out, src}
+		if filepath.Base(src) == "pmi2.c" { // Slurm's PMI-2 client library, not MPICH
+			cc = []string{"cc", "-O2", "-o", out, src, "-lpmi2"}
+		}
+		if b, err := exec.Command(cc[0], cc[1:]...).CombinedOutput(); err != nil {
 			return fmt.Errorf("mpicc %s: %v\n%s", src, err, b)
 		}
 	}
@@ -181,6 +185,25 @@ func TestGoClientUnderHydraAndGompi(t *testing.T) {
 			want := fmt.Sprintf("hello from rank %d of 4 (appnum 0) at ", i)
 			if !strings.Contains(r.out, want) || !strings.Contains(r.out, fmt.Sprintf("; rank %d is at ", (i+1)%4)) {
 				t.Fatalf("%s: rank %d line missing:\n%s", l[0], i, r.out)
+			}
+		}
+	}
+}
+
+// TestPMI2Client runs Slurm's libpmi2, a real PMI-2 wire client, under
+// gompiexec in both PMI_FD and PMI_PORT modes.
+func TestPMI2Client(t *testing.T) {
+	needSetup(t)
+	for _, mode := range modes {
+		for _, n := range []int{1, 3} {
+			r := launch(t, append(append([]string{}, mode.args...), "-n", fmt.Sprint(n), prog("pmi2"))...)
+			if r.code != 0 {
+				t.Fatalf("%s n=%d: exit %d\n%s%s", mode.name, n, r.code, r.out, r.err)
+			}
+			for i := 0; i < n; i++ {
+				if !strings.Contains(r.out, fmt.Sprintf("pmi2 rank %d of %d appnum 0 mapping (vector,(0,1,%d)) ok", i, n, n)) {
+					t.Fatalf("%s n=%d: rank %d missing:\n%s", mode.name, n, i, r.out)
+				}
 			}
 		}
 	}
