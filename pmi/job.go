@@ -26,13 +26,15 @@ type Job struct {
 // round is one fence; waiters keep a pointer to theirs, so a late waker
 // never sees the next round's result.
 type round struct {
-	puts    []KV
+	puts    map[string]string
 	arrived map[int]bool
 	done    chan struct{}
 	err     error
 }
 
-func newRound() *round { return &round{arrived: map[int]bool{}, done: make(chan struct{})} }
+func newRound() *round {
+	return &round{puts: map[string]string{}, arrived: map[int]bool{}, done: make(chan struct{})}
+}
 
 // NewJob returns the key-value space for a job spread over nodes nodes.
 func NewJob(nodes int) *Job {
@@ -40,8 +42,9 @@ func NewJob(nodes int) *Job {
 }
 
 // Fence records node's puts for the current round and blocks until every
-// node has fenced; it returns every pair put in the round.
-func (j *Job) Fence(ctx context.Context, node int, puts []KV) ([]KV, error) {
+// node has fenced; it returns every pair put in the round. The map is
+// shared by all callers of the round and must not be modified.
+func (j *Job) Fence(ctx context.Context, node int, puts []KV) (map[string]string, error) {
 	j.mu.Lock()
 	if j.closed != nil {
 		j.mu.Unlock()
@@ -59,8 +62,8 @@ func (j *Job) Fence(ctx context.Context, node int, puts []KV) ([]KV, error) {
 	r.arrived[node] = true
 	for _, kv := range puts {
 		j.kvs[kv.Key] = kv.Value
+		r.puts[kv.Key] = kv.Value
 	}
-	r.puts = append(r.puts, puts...)
 	if len(r.arrived) == j.nodes {
 		j.cur = newRound()
 		close(r.done)

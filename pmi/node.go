@@ -19,8 +19,9 @@ type KV struct{ Key, Value string }
 type Uplink interface {
 	// Fence is called once per barrier round, after every local rank has
 	// entered, with the pairs put locally since the last round. It returns
-	// when every node of the job has fenced, with all pairs of the round.
-	Fence(ctx context.Context, puts []KV) ([]KV, error)
+	// when every node of the job has fenced, with all pairs of the round as
+	// a map the node treats as read-only (nodes in one process share it).
+	Fence(ctx context.Context, puts []KV) (map[string]string, error)
 	// Abort ends the job with code on behalf of rank.
 	Abort(rank, code int, msg string) error
 	// Publish, Unpublish and Lookup are the job's name service.
@@ -63,7 +64,8 @@ type Node struct {
 	traceMu sync.Mutex
 
 	mu      sync.Mutex
-	kvs     map[string]string
+	kvs     map[string]string   // local puts
+	rounds  []map[string]string // completed fences, oldest first; shared, read-only
 	pending []KV
 	entered int
 	waiters []chan error
@@ -328,9 +330,19 @@ func (n *Node) get(key string) (string, bool) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	v, ok := n.kvs[key]
-	return v, ok
+	if v, ok := n.kvs[key]; ok {
+		return v, ok
+	}
+	for i := len(n.rounds) - 1; i >= 0; i-- {
+		if v, ok := n.rounds[i][key]; ok {
+			return v, ok
+		}
+	}
+	return "", false
 }
+
+// maxRounds bounds the lookup chain: past it, rounds are merged into one.
+const maxRounds = 16
 
 // barrier blocks until every local rank has entered and the job-wide fence
 // through the uplink has completed. The last rank in does the uplink call.
@@ -353,10 +365,17 @@ func (n *Node) barrier(ctx context.Context) error {
 	n.mu.Unlock()
 
 	all, err := n.cfg.Uplink.Fence(ctx, puts)
-	if err == nil {
+	if err == nil && len(all) > 0 {
 		n.mu.Lock()
-		for _, kv := range all {
-			n.kvs[kv.Key] = kv.Value
+		n.rounds = append(n.rounds, all)
+		if len(n.rounds) > maxRounds {
+			merged := make(map[string]string)
+			for _, r := range n.rounds {
+				for k, v := range r {
+					merged[k] = v
+				}
+			}
+			n.rounds = []map[string]string{merged}
 		}
 		n.mu.Unlock()
 	}

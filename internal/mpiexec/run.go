@@ -160,7 +160,6 @@ type job struct {
 	abortMsg   string
 	failCode   int
 	killing    bool
-	killedAt   time.Time
 	timedOut   bool
 	proxyError string
 }
@@ -416,7 +415,10 @@ func (j *job) loop(ctx context.Context) int {
 // fence waits for every proxy to fence and pushes the round's pairs down.
 func (j *job) fence(host int, puts []pmi.KV) {
 	kvs, err := j.kvs.Fence(j.ctx, host, puts)
-	m := control.Msg{T: control.MsgFenceDone, KVS: kvs}
+	m := control.Msg{T: control.MsgFenceDone, KVS: make([]pmi.KV, 0, len(kvs))}
+	for k, v := range kvs {
+		m.KVS = append(m.KVS, pmi.KV{Key: k, Value: v})
+	}
 	if err != nil {
 		m = control.Msg{T: control.MsgFenceDone, Error: err.Error()}
 	}
@@ -513,7 +515,6 @@ func (j *job) kill() {
 	}
 	j.cfg.Log.Debug("terminating the job", "grace", j.cfg.Grace)
 	j.killing = true
-	j.killedAt = time.Now()
 	j.broadcast(control.Msg{T: control.MsgKill})
 }
 

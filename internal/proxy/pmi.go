@@ -30,7 +30,7 @@ func newUplink(conn *control.Conn) *uplink {
 	return &uplink{conn: conn, fenceCh: make(chan control.Msg, 1), names: map[int]chan control.Msg{}}
 }
 
-func (u *uplink) Fence(ctx context.Context, puts []pmi.KV) ([]pmi.KV, error) {
+func (u *uplink) Fence(ctx context.Context, puts []pmi.KV) (map[string]string, error) {
 	if err := u.conn.Send(control.Msg{T: control.MsgFence, KVS: puts}); err != nil {
 		return nil, err
 	}
@@ -39,7 +39,11 @@ func (u *uplink) Fence(ctx context.Context, puts []pmi.KV) ([]pmi.KV, error) {
 		if m.Error != "" {
 			return nil, errors.New(m.Error)
 		}
-		return m.KVS, nil
+		kvs := make(map[string]string, len(m.KVS))
+		for _, kv := range m.KVS {
+			kvs[kv.Key] = kv.Value
+		}
+		return kvs, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

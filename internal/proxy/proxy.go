@@ -45,21 +45,21 @@ type rank struct {
 }
 
 type proxy struct {
-	ctx  context.Context
-	up   *uplink
-	node *pmi.Node
+	ctx   context.Context
+	cfg   Config
+	log   *slog.Logger
+	conn  *control.Conn
+	job   *control.Job
+	ranks []*rank
+	pgid  int // process group of all local ranks
 
-	pmiListener net.Listener
-	noFinalize  map[int]bool // guarded by mu
-	cfg         Config
-	log         *slog.Logger
-	conn        *control.Conn
-	job         *control.Job
-	ranks       []*rank
-	pgid        int
+	up          *uplink
+	node        *pmi.Node
+	pmiListener net.Listener // PMI_PORT mode only
 
-	mu      sync.Mutex
-	killing bool
+	mu         sync.Mutex
+	killing    bool
+	noFinalize map[int]bool // ranks whose PMI connection closed without finalize
 }
 
 // Run serves one job over rw (the proxy's stdin/stdout) and returns when the

@@ -14,7 +14,7 @@ import (
 
 type uplink struct{ job *pmi.Job }
 
-func (u uplink) Fence(ctx context.Context, p []pmi.KV) ([]pmi.KV, error) {
+func (u uplink) Fence(ctx context.Context, p []pmi.KV) (map[string]string, error) {
 	return u.job.Fence(ctx, 0, p)
 }
 func (u uplink) Abort(int, int, string) error                   { return nil }
