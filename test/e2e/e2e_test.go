@@ -424,3 +424,47 @@ func TestEnvironmentModes(t *testing.T) {
 		t.Fatalf("-genvlist: %q", r.stdout)
 	}
 }
+
+func TestSeveralProxies(t *testing.T) {
+	hosts := filepath.Join(t.TempDir(), "hosts")
+	os.WriteFile(hosts, []byte("# three hosts, forked locally\nnodeA:2\nnodeB slots=1\nnodeC:3\n"), 0o644)
+	r := runJob(t, "", "-launcher", "fork", "-f", hosts, "-n", "6", bin("rankprog"), "env")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"rank=0 size=6 local=0/2", "rank=1 size=6 local=1/2", "rank=2 size=6 local=0/1",
+		"rank=3 size=6 local=0/3", "rank=5 size=6 local=2/3"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("missing %q in\n%s", want, r.stdout)
+		}
+	}
+	// -ppn and -rr change the placement.
+	r = runJob(t, "", "-launcher", "fork", "-hosts", "x,y", "-rr", "-n", "4", bin("rankprog"), "env")
+	if !strings.Contains(r.stdout, "rank=2 size=4 local=1/2") || !strings.Contains(r.stdout, "rank=1 size=4 local=0/2") {
+		t.Fatalf("-rr placement:\n%s", r.stdout)
+	}
+}
+
+func TestOneOfSeveralProxiesKilled(t *testing.T) {
+	j := newJob(t, "", "-launcher", "fork", "-hosts", "h1:2,h2:2", "-n", "4", bin("rankprog"), "sleep", "60s")
+	j.startJob()
+	j.waitRanks(4)
+	proxies := childrenNamed(j.cmd.Process.Pid, "gompi-proxy")
+	if len(proxies) != 2 {
+		t.Fatalf("want 2 proxies, found %v", proxies)
+	}
+	syscall.Kill(proxies[1], syscall.SIGKILL)
+	r := j.wait(10 * time.Second)
+	if r.code == 0 || !strings.Contains(r.stderr, "lost connection to gompi-proxy on h") {
+		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+func TestWorkingDirectory(t *testing.T) {
+	dir := t.TempDir()
+	r := runJob(t, "", "-wdir", dir, "-n", "1", "/bin/sh", "-c", "pwd")
+	if strings.TrimSpace(r.stdout) != dir {
+		t.Fatalf("pwd %q, want %q", r.stdout, dir)
+	}
+}

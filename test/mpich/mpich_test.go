@@ -208,3 +208,24 @@ func TestPMI2Client(t *testing.T) {
 		}
 	}
 }
+
+// TestAcrossProxies starts one proxy per named host (the fork launcher runs
+// them all here), so every PMI fence is aggregated across proxies by the
+// launcher, and MPICH sees a multi-node process mapping.
+func TestAcrossProxies(t *testing.T) {
+	needSetup(t)
+	if os.Getenv("GOMPI_MPIEXEC") != "" {
+		t.Skip("gompiexec-specific: -launcher fork with named hosts")
+	}
+	for _, mode := range modes {
+		args := append(append([]string{"-launcher", "fork", "-hosts", "a:2,b:2,c:1"}, mode.args...), "-n", "5")
+		r := launch(t, append(args, prog("ring"))...)
+		if r.code != 0 || strings.Count(r.out, "tok 5\n") != 2 {
+			t.Fatalf("%s ring: exit %d\n%s%s", mode.name, r.code, r.out, r.err)
+		}
+		r = launch(t, append(args, prog("pmi2"))...)
+		if r.code != 0 || strings.Count(r.out, "mapping (vector,(0,2,2),(2,1,1)) ok") != 5 {
+			t.Fatalf("%s pmi2: exit %d\n%s%s", mode.name, r.code, r.out, r.err)
+		}
+	}
+}
