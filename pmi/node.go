@@ -121,16 +121,7 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 	for {
 		line, err := readLine(r)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, io.EOF) {
-				if s.inited && !finalized {
-					return fmt.Errorf("rank %d: %w", s.rank, ErrNoFinalize)
-				}
-				return nil
-			}
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return s.readError(ctx, err, s.inited && !finalized)
 		}
 		n.trace(s.rank, "C", line)
 		c, err := ParseLine(line)
@@ -158,6 +149,20 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 			finalized = true
 		}
 	}
+}
+
+// readError classifies the error that ended a client's requests: a
+// cancelled job, a client gone before finalize, or a broken connection.
+func (s *session) readError(ctx context.Context, err error, unfinished bool) error {
+	switch {
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, io.EOF) && unfinished:
+		return fmt.Errorf("rank %d: %w", s.rank, ErrNoFinalize)
+	case errors.Is(err, io.EOF):
+		return nil
+	}
+	return fmt.Errorf("rank %d: %w", s.rank, err)
 }
 
 // readLine reads one line of at most MaxLine bytes.

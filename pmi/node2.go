@@ -3,9 +3,7 @@ package pmi
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 )
 
@@ -15,16 +13,7 @@ func (s *session) serve2(ctx context.Context, r *bufio.Reader) error {
 	for {
 		body, err := readFrame2(r)
 		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, io.EOF) {
-				if !finalized {
-					return fmt.Errorf("rank %d: %w", s.rank, ErrNoFinalize)
-				}
-				return nil
-			}
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return s.readError(ctx, err, !finalized)
 		}
 		s.n.trace(s.rank, "C", body)
 		c, err := ParseFrame2(body)
