@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -147,14 +148,15 @@ func Run(ctx context.Context, cfg Config) (int, error) {
 }
 
 type job struct {
-	cfg     Config
-	layout  *hostfile.Layout
-	out     *output
-	proxies []*proxyConn
-	ranks   []rankState
-	events  chan event
-	kvs     *pmi.Job
-	ctx     context.Context
+	cfg      Config
+	layout   *hostfile.Layout
+	out      *output
+	proxies  []*proxyConn
+	ranks    []rankState
+	events   chan event
+	finished chan struct{} // closed when the supervision loop returns
+	kvs      *pmi.Job
+	ctx      context.Context
 
 	firstFail  int // rank, -1 if none
 	abortMsg   string
@@ -179,6 +181,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	j.firstFail = -1
 	j.events = make(chan event, 64)
+	j.finished = make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	j.ctx = ctx
@@ -197,10 +200,11 @@ func (j *job) run(ctx context.Context) (int, error) {
 	// Start every proxy concurrently: launch time must not grow with hosts.
 	j.proxies = make([]*proxyConn, len(j.layout.Hosts))
 	errs := make([]error, len(j.layout.Hosts))
-	doneStart := make(chan int, len(j.layout.Hosts))
+	var started sync.WaitGroup
 	for i, h := range j.layout.Hosts {
+		started.Add(1)
 		go func(i int, h hostfile.Host) {
-			defer func() { doneStart <- i }()
+			defer started.Done()
 			var specs []control.RankSpec
 			for _, r := range j.layout.RanksOn(i) {
 				lr := j.layout.Ranks[r]
@@ -216,12 +220,15 @@ func (j *job) run(ctx context.Context) (int, error) {
 			j.proxies[i], errs[i] = j.startProxy(ctx, h, jb)
 		}(i, h)
 	}
-	for range j.layout.Hosts {
-		<-doneStart
-	}
+	started.Wait()
 	for i, err := range errs {
 		if err != nil {
 			j.abortAll()
+			for _, p := range j.proxies {
+				if p != nil {
+					p.proc.Wait()
+				}
+			}
 			return ExitInternal, fmt.Errorf("host %s: %w", j.layout.Hosts[i].Name, err)
 		}
 	}
@@ -234,6 +241,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 		}
 	}
 	code := j.loop(ctx)
+	close(j.finished)
 	j.out.flushAll()
 	j.report()
 	for _, p := range j.proxies {
@@ -285,15 +293,21 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 func (j *job) readProxy(i int, p *proxyConn) {
 	for {
 		f, err := p.conn.Recv()
-		if err != nil {
-			j.events <- event{host: i, err: err}
+		ev := event{host: i, err: err}
+		switch {
+		case err == nil && f.Type == control.FrameOutput:
+			j.out.write(f.Rank, f.FD, f.Data)
+			continue
+		case err == nil:
+			ev.msg = f.Msg
+		}
+		select {
+		case j.events <- ev:
+		case <-j.finished: // the supervision loop is gone; nobody will read
 			return
 		}
-		switch f.Type {
-		case control.FrameOutput:
-			j.out.write(f.Rank, f.FD, f.Data)
-		case control.FrameMsg:
-			j.events <- event{host: i, msg: f.Msg}
+		if err != nil {
+			return
 		}
 	}
 }
