@@ -42,7 +42,7 @@ func main() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	err := proxy.Run(ctx, stdio{}, proxy.Config{Log: log})
+	err := proxy.Run(ctx, stdio{}, proxy.Config{Log: log, Stderr: os.Stderr})
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)

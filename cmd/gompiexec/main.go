@@ -58,6 +58,8 @@ Global options:
   -launcher fork|ssh|rsh    how proxies are started (default: fork for this host)
   -launcher-exec PATH       rsh-style agent: runs "PATH host command..."
   -proxy-path PATH          gompi-proxy on every host (default: next to gompiexec)
+  -fanout N                 proxies started by gompiexec and by each proxy; more hosts
+                            are started through a tree of proxies (default 32)
   -timeout SECONDS          kill the job after this long (also MPIEXEC_TIMEOUT); exit code 124
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3)
   -print-all-exitcodes      print every rank's exit status
@@ -167,6 +169,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	cfg := &mpiexec.Config{
 		PrependRank:       o.prepend,
 		Grace:             o.grace,
+		Fanout:            o.fanout,
 		PrintAllExitCodes: o.printAll,
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",

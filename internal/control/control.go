@@ -14,11 +14,13 @@ import (
 	"io"
 	"sync"
 
+	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/pmi"
 )
 
 // Version is checked in the Job message; proxies refuse other versions.
-const Version = 1
+// Version 2 added tree launch (Job.Index, Job.Children, Job.Launch, Msg.Host).
+const Version = 2
 
 // Stream kinds: the first byte a launcher writes on a new stream.
 const (
@@ -50,6 +52,7 @@ const (
 	MsgExit    = "exit"    // Rank, Code, Signal: a rank ended
 	MsgError   = "error"   // Error: the proxy cannot go on; Rank set when it concerns one rank
 	MsgDone    = "done"    // every local rank has ended and its output was sent
+	MsgLost    = "lost"    // Host: a proxy below this one was lost; Error says why
 	// PMI, proxy → launcher
 	MsgFence = "fence" // KVS: the node's puts; all local ranks are in the barrier
 	MsgAbort = "abort" // Rank, Code, Error: a rank called PMI abort
@@ -61,7 +64,11 @@ const (
 
 // Msg is the JSON payload of a FrameMsg. Fields are used per kind (T).
 type Msg struct {
-	T      string `json:"t"`
+	T string `json:"t"`
+	// Host is the index (in the launcher's host list) of the proxy a message
+	// comes from, or of the proxy a launcher→proxy message is addressed to;
+	// proxies in the middle of a launch tree route by it.
+	Host   int    `json:"host"`
 	Job    *Job   `json:"job,omitempty"`
 	Sig    int    `json:"sig,omitempty"`
 	Pids   []int  `json:"pids,omitempty"`
@@ -98,6 +105,41 @@ type Job struct {
 	UniverseSize   int    `json:"universe_size"`
 	PMIPort        bool   `json:"pmi_port,omitempty"` // PMI_PORT+PMI_ID instead of PMI_FD
 	PMITrace       bool   `json:"pmi_trace,omitempty"`
+
+	// Tree launch: this proxy's index in the launcher's host list, the
+	// subtrees it starts itself, how it starts them, and the proxy command
+	// to run there.
+	Index     int              `json:"index"`
+	Children  []Subtree        `json:"children,omitempty"`
+	Launch    *launcher.Recipe `json:"launch,omitempty"`
+	ProxyPath string           `json:"proxy_path,omitempty"`
+}
+
+// Subtree is a proxy a parent proxy starts, with the proxies below it. The
+// child's Job is the parent's with Host, User, Index, Ranks and Children
+// replaced.
+type Subtree struct {
+	Index    int        `json:"index"`
+	Host     string     `json:"host"`
+	User     string     `json:"user,omitempty"`
+	Ranks    []RankSpec `json:"ranks"`
+	Children []Subtree  `json:"children,omitempty"`
+}
+
+// Hosts lists the host indices of t and everything below it.
+func (t Subtree) Hosts() []int {
+	out := []int{t.Index}
+	for _, c := range t.Children {
+		out = append(out, c.Hosts()...)
+	}
+	return out
+}
+
+// ForChild derives the job a parent sends to the root of subtree t.
+func (j *Job) ForChild(t Subtree) *Job {
+	c := *j
+	c.Host, c.Index, c.Ranks, c.Children = t.Host, t.Index, t.Ranks, t.Children
+	return &c
 }
 
 // App is one MPMD segment.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -22,6 +23,10 @@ import (
 	"github.com/gompi/gompi/pmi"
 	"github.com/hashicorp/yamux"
 )
+
+// DefaultFanout is Config.Fanout's default: jobs on up to this many hosts
+// are started flat, straight from gompiexec.
+const DefaultFanout = 32
 
 // Exit codes gompiexec itself chooses (a failing rank's own code otherwise).
 const (
@@ -61,6 +66,12 @@ type Config struct {
 	ProxyPath string
 	// Backend picks the launcher backend for a host. Default: fork for all.
 	Backend func(h hostfile.Host) launcher.Backend
+	// Fanout is how many proxies gompiexec, and then each proxy, starts
+	// directly; hosts beyond it are started by proxies in a tree, so launch
+	// time grows with log(hosts). Hosts whose backend cannot be re-created
+	// on another host (a fork for this machine among remote hosts) are
+	// always started by gompiexec. Default DefaultFanout.
+	Fanout int
 
 	Stdin          io.Reader // nil: ranks read /dev/null
 	Stdout, Stderr io.Writer
@@ -87,6 +98,12 @@ func (c *Config) validate() error {
 	if c.Grace == 0 {
 		c.Grace = 3 * time.Second
 	}
+	if c.Fanout < 0 {
+		return fmt.Errorf("fanout %d: need at least 1", c.Fanout)
+	}
+	if c.Fanout == 0 {
+		c.Fanout = DefaultFanout
+	}
 	if c.Backend == nil {
 		c.Backend = func(hostfile.Host) launcher.Backend { return launcher.Fork{} }
 	}
@@ -112,16 +129,26 @@ type rankState struct {
 	failMsg string // start failure
 }
 
+// proxyConn is a proxy gompiexec started itself (a top of the launch
+// tree); messages for hosts below it travel through it.
 type proxyConn struct {
-	host string
-	proc launcher.Proc
-	sess *yamux.Session
-	conn *control.Conn
+	index int   // host index
+	hosts []int // every host of its subtree, itself first
+	proc  launcher.Proc
+	sess  *yamux.Session
+	conn  *control.Conn
+	out   outbox
+}
+
+// hostState is what the launcher knows of one host's proxy.
+type hostState struct {
+	name string
+	top  int  // index in job.tops of the proxy that routes to it
 	done bool // sent MsgDone or was lost
 }
 
 type event struct {
-	host int
+	top  int // the top-level proxy the event came through
 	msg  control.Msg
 	err  error // reader ended
 }
@@ -151,7 +178,8 @@ type job struct {
 	cfg      Config
 	layout   *hostfile.Layout
 	out      *output
-	proxies  []*proxyConn
+	tops     []*proxyConn
+	hosts    []hostState
 	ranks    []rankState
 	events   chan event
 	finished chan struct{} // closed when the supervision loop returns
@@ -185,8 +213,6 @@ func (j *job) run(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	j.ctx = ctx
-	j.kvs = pmi.NewJob(len(j.layout.Hosts))
-	defer j.kvs.Close(nil)
 	mapping, _ := j.layout.ProcessMapping()
 	universe := 0
 	for _, h := range cfg.Hosts {
@@ -196,47 +222,73 @@ func (j *job) run(ctx context.Context) (int, error) {
 	for i, s := range cfg.Segments {
 		apps[i] = control.App{Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}
 	}
-
-	// Start every proxy concurrently: launch time must not grow with hosts.
-	j.proxies = make([]*proxyConn, len(j.layout.Hosts))
-	errs := make([]error, len(j.layout.Hosts))
-	var started sync.WaitGroup
+	rankSpecs := func(host int) []control.RankSpec {
+		var specs []control.RankSpec
+		for _, r := range j.layout.RanksOn(host) {
+			lr := j.layout.Ranks[r]
+			specs = append(specs, control.RankSpec{Rank: r, LocalRank: lr.LocalRank, AppNum: lr.AppNum})
+		}
+		return specs
+	}
+	tops := planTree(j.layout.Hosts, cfg.Backend, cfg.Fanout, rankSpecs)
+	j.hosts = make([]hostState, len(j.layout.Hosts))
 	for i, h := range j.layout.Hosts {
+		j.hosts[i].name = h.Name
+	}
+	for ti, t := range tops {
+		for _, h := range t.sub.Hosts() {
+			j.hosts[h].top = ti
+		}
+	}
+	j.kvs = pmi.NewJob(len(tops))
+	defer j.kvs.Close(nil)
+
+	// Start every top-level proxy concurrently (each starts its own
+	// subtree): launch time must not grow with hosts.
+	j.tops = make([]*proxyConn, len(tops))
+	errs := make([]error, len(tops))
+	var started sync.WaitGroup
+	for ti, t := range tops {
 		started.Add(1)
-		go func(i int, h hostfile.Host) {
+		go func(ti int, t plannedTop) {
 			defer started.Done()
-			var specs []control.RankSpec
-			for _, r := range j.layout.RanksOn(i) {
-				lr := j.layout.Ranks[r]
-				specs = append(specs, control.RankSpec{Rank: r, LocalRank: lr.LocalRank, AppNum: lr.AppNum})
-			}
+			h := j.layout.Hosts[t.sub.Index]
 			jb := &control.Job{
 				Version: control.Version, JobID: jobID, Host: h.Name, Size: j.layout.Size(),
-				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: specs,
+				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: t.sub.Ranks,
 				Env: cfg.Env, EnvNone: cfg.EnvNone,
 				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
 				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace,
+				Index: t.sub.Index, Children: t.sub.Children, ProxyPath: cfg.ProxyPath,
 			}
-			j.proxies[i], errs[i] = j.startProxy(ctx, h, jb)
-		}(i, h)
+			if len(t.sub.Children) > 0 {
+				jb.Launch = &t.recipe
+			}
+			j.tops[ti], errs[ti] = j.startProxy(ctx, h, jb)
+			if j.tops[ti] != nil {
+				j.tops[ti].hosts = t.sub.Hosts()
+			}
+		}(ti, t)
 	}
 	started.Wait()
-	for i, err := range errs {
+	for ti, err := range errs {
 		if err != nil {
 			j.abortAll()
-			for _, p := range j.proxies {
+			for _, p := range j.tops {
 				if p != nil {
 					p.proc.Wait()
 				}
 			}
-			return ExitInternal, fmt.Errorf("host %s: %w", j.layout.Hosts[i].Name, err)
+			return ExitInternal, fmt.Errorf("host %s: %w", j.layout.Hosts[tops[ti].sub.Index].Name, err)
 		}
 	}
-	for i, p := range j.proxies {
-		go j.readProxy(i, p)
+	for ti, p := range j.tops {
+		p.out.init()
+		go p.out.run(p.conn, j.finished)
+		go j.readProxy(ti, p)
 	}
 	if cfg.Stdin != nil {
-		if r0 := j.proxies[j.layout.Ranks[0].Host]; r0 != nil {
+		if r0 := j.tops[j.hosts[j.layout.Ranks[0].Host].top]; r0 != nil {
 			go j.forwardStdin(r0)
 		}
 	}
@@ -244,7 +296,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	close(j.finished)
 	j.out.flushAll()
 	j.report()
-	for _, p := range j.proxies {
+	for _, p := range j.tops {
 		p.sess.Close()
 		p.proc.Close()
 		p.proc.Wait()
@@ -279,7 +331,7 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 		proc.Kill()
 		return nil, fmt.Errorf("control stream: %w", err)
 	}
-	p := &proxyConn{host: h.Name, proc: proc, sess: sess, conn: control.NewConn(st)}
+	p := &proxyConn{index: jb.Index, proc: proc, sess: sess, conn: control.NewConn(st)}
 	if err := p.conn.Send(control.Msg{T: control.MsgJob, Job: jb}); err != nil {
 		sess.Close()
 		proc.Kill()
@@ -290,10 +342,10 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 
 // readProxy delivers one proxy's frames: output straight to the terminal,
 // messages to the supervision loop.
-func (j *job) readProxy(i int, p *proxyConn) {
+func (j *job) readProxy(ti int, p *proxyConn) {
 	for {
 		f, err := p.conn.Recv()
-		ev := event{host: i, err: err}
+		ev := event{top: ti, err: err}
 		switch {
 		case err == nil && f.Type == control.FrameOutput:
 			j.out.write(f.Rank, f.FD, f.Data)
@@ -334,24 +386,38 @@ func (j *job) loop(ctx context.Context) int {
 	}
 	var lastInt time.Time
 	var forceKill <-chan time.Time
-	remaining := len(j.proxies)
+	remaining := len(j.hosts)
+	ended := func(h int) bool {
+		if j.hosts[h].done {
+			return false
+		}
+		j.hosts[h].done = true
+		remaining--
+		return true
+	}
 	ctxDone := ctx.Done()
 	for remaining > 0 {
 		select {
 		case ev := <-j.events:
-			p := j.proxies[ev.host]
+			top := j.tops[ev.top]
 			if ev.err != nil {
-				if !p.done {
-					p.done = true
-					remaining--
-					j.proxyLost(ev.host, ev.err)
+				for _, h := range top.hosts {
+					if ended(h) {
+						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, ev.err))
+					}
 				}
 				continue
 			}
+			host := ev.msg.Host
+			if host < 0 || host >= len(j.hosts) || j.hosts[host].top != ev.top {
+				j.internalFailure(fmt.Sprintf("proxy on %s sent a %q message for unknown host %d", j.hosts[top.index].name, ev.msg.T, host))
+				continue
+			}
+			hs := &j.hosts[host]
 			switch ev.msg.T {
 			case control.MsgStarted:
-				j.cfg.Log.Debug("ranks started", "host", p.host, "pids", ev.msg.Pids)
-				ranks := j.layout.RanksOn(ev.host)
+				j.cfg.Log.Debug("ranks started", "host", hs.name, "pids", ev.msg.Pids)
+				ranks := j.layout.RanksOn(host)
 				for k, pid := range ev.msg.Pids {
 					if k < len(ranks) {
 						j.ranks[ranks[k]].pid = pid
@@ -361,23 +427,24 @@ func (j *job) loop(ctx context.Context) int {
 				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
 				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error)
 			case control.MsgFence:
-				go j.fence(ev.host, ev.msg.KVS)
+				go j.fence(ev.top, ev.msg.KVS)
 			case control.MsgAbort:
-				j.aborted(ev.host, ev.msg)
+				j.aborted(host, ev.msg)
 			case control.MsgName:
-				j.nameService(p, ev.msg)
+				j.nameService(host, ev.msg)
+			case control.MsgLost:
+				if ended(host) {
+					j.proxyLost(host, ev.msg.Error)
+				}
 			case control.MsgError:
 				if ev.msg.Rank >= 0 && ev.msg.Rank < len(j.ranks) {
 					fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", ev.msg.Error)
 					j.rankExited(ev.msg.Rank, 127, 0, ev.msg.Error)
 				} else {
-					j.internalFailure(fmt.Sprintf("proxy on %s: %s", p.host, ev.msg.Error))
+					j.internalFailure(fmt.Sprintf("proxy on %s: %s", hs.name, ev.msg.Error))
 				}
 			case control.MsgDone:
-				if !p.done {
-					p.done = true
-					remaining--
-				}
+				ended(host)
 			}
 		case sig := <-j.cfg.Signals:
 			s, _ := sig.(syscall.Signal)
@@ -426,17 +493,19 @@ func (j *job) loop(ctx context.Context) int {
 	return 0
 }
 
-// fence waits for every proxy to fence and pushes the round's pairs down.
-func (j *job) fence(host int, puts []pmi.KV) {
-	kvs, err := j.kvs.Fence(j.ctx, host, puts)
-	m := control.Msg{T: control.MsgFenceDone, KVS: make([]pmi.KV, 0, len(kvs))}
+// fence waits for every top-level proxy to fence (each on behalf of its
+// subtree) and pushes the round's pairs down.
+func (j *job) fence(top int, puts []pmi.KV) {
+	kvs, err := j.kvs.Fence(j.ctx, top, puts)
+	p := j.tops[top]
+	m := control.Msg{T: control.MsgFenceDone, Host: p.index, KVS: make([]pmi.KV, 0, len(kvs))}
 	for k, v := range kvs {
 		m.KVS = append(m.KVS, pmi.KV{Key: k, Value: v})
 	}
 	if err != nil {
-		m = control.Msg{T: control.MsgFenceDone, Error: err.Error()}
+		m = control.Msg{T: control.MsgFenceDone, Host: p.index, Error: err.Error()}
 	}
-	j.proxies[host].conn.Send(m)
+	p.out.push(m)
 }
 
 func (j *job) aborted(host int, m control.Msg) {
@@ -444,7 +513,7 @@ func (j *job) aborted(host int, m control.Msg) {
 		return
 	}
 	fmt.Fprintf(j.cfg.Stderr, "gompiexec: rank %d on %s called abort with exit code %d%s\n",
-		m.Rank, j.proxies[host].host, m.Code, optional(": ", m.Error))
+		m.Rank, j.hosts[host].name, m.Code, optional(": ", m.Error))
 	if j.killing {
 		return
 	}
@@ -461,8 +530,8 @@ func optional(prefix, s string) string {
 	return prefix + s
 }
 
-func (j *job) nameService(p *proxyConn, m control.Msg) {
-	reply := control.Msg{T: control.MsgNameReply, ReqID: m.ReqID}
+func (j *job) nameService(host int, m control.Msg) {
+	reply := control.Msg{T: control.MsgNameReply, Host: host, ReqID: m.ReqID}
 	var err error
 	switch m.Op {
 	case "publish":
@@ -477,7 +546,7 @@ func (j *job) nameService(p *proxyConn, m control.Msg) {
 	if err != nil {
 		reply.Error = err.Error()
 	}
-	go p.conn.Send(reply)
+	j.tops[j.hosts[host].top].out.push(reply)
 }
 
 func (j *job) rankExited(rank, code, sig int, msg string) {
@@ -499,8 +568,10 @@ func (j *job) rankExited(rank, code, sig int, msg string) {
 	j.kill()
 }
 
-func (j *job) proxyLost(host int, err error) {
-	// Ranks the proxy never reported are gone with it.
+// proxyLost handles a host whose proxy went away before reporting done:
+// ranks it never reported are gone with it, and the job ends naming the
+// host.
+func (j *job) proxyLost(host int, why string) {
 	lost := false
 	for i := range j.ranks {
 		if j.ranks[i].host == host && !j.ranks[i].exited {
@@ -508,7 +579,10 @@ func (j *job) proxyLost(host int, err error) {
 		}
 	}
 	if lost {
-		j.internalFailure(fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.proxies[host].host, err))
+		if !strings.Contains(why, j.hosts[host].name) {
+			why = fmt.Sprintf("host %s: %s", j.hosts[host].name, why)
+		}
+		j.internalFailure(why)
 	}
 }
 
@@ -536,7 +610,7 @@ func (j *job) kill() {
 // when their session ends.
 func (j *job) abortAll() {
 	j.killing = true
-	for _, p := range j.proxies {
+	for _, p := range j.tops {
 		if p != nil {
 			p.sess.Close()
 			p.proc.Close()
@@ -544,10 +618,17 @@ func (j *job) abortAll() {
 	}
 }
 
+// broadcast sends m to every top-level proxy that still has live hosts
+// below it; each passes it down its subtree.
 func (j *job) broadcast(m control.Msg) {
-	for _, p := range j.proxies {
-		if p != nil && !p.done {
-			go p.conn.Send(m)
+	for _, p := range j.tops {
+		live := false
+		for _, h := range p.hosts {
+			live = live || !j.hosts[h].done
+		}
+		if live {
+			m.Host = p.index
+			p.out.push(m)
 		}
 	}
 }

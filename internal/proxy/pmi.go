@@ -18,7 +18,8 @@ import (
 // stream. Only one fence is ever in flight: the node calls Fence once all
 // local ranks are in the barrier.
 type uplink struct {
-	conn    *control.Conn
+	send    func(control.Msg) error
+	fence   func([]pmi.KV) error // joins the tree's fence round (sends up when complete)
 	fenceCh chan control.Msg
 
 	mu    sync.Mutex
@@ -26,12 +27,12 @@ type uplink struct {
 	names map[int]chan control.Msg
 }
 
-func newUplink(conn *control.Conn) *uplink {
-	return &uplink{conn: conn, fenceCh: make(chan control.Msg, 1), names: map[int]chan control.Msg{}}
+func newUplink(send func(control.Msg) error, fence func([]pmi.KV) error) *uplink {
+	return &uplink{send: send, fence: fence, fenceCh: make(chan control.Msg, 1), names: map[int]chan control.Msg{}}
 }
 
 func (u *uplink) Fence(ctx context.Context, puts []pmi.KV) (map[string]string, error) {
-	if err := u.conn.Send(control.Msg{T: control.MsgFence, KVS: puts}); err != nil {
+	if err := u.fence(puts); err != nil {
 		return nil, err
 	}
 	select {
@@ -50,7 +51,7 @@ func (u *uplink) Fence(ctx context.Context, puts []pmi.KV) (map[string]string, e
 }
 
 func (u *uplink) Abort(rank, code int, msg string) error {
-	return u.conn.Send(control.Msg{T: control.MsgAbort, Rank: rank, Code: code, Error: msg})
+	return u.send(control.Msg{T: control.MsgAbort, Rank: rank, Code: code, Error: msg})
 }
 
 func (u *uplink) name(ctx context.Context, op, service, port string) (string, error) {
@@ -65,7 +66,7 @@ func (u *uplink) name(ctx context.Context, op, service, port string) (string, er
 		delete(u.names, id)
 		u.mu.Unlock()
 	}()
-	if err := u.conn.Send(control.Msg{T: control.MsgName, ReqID: id, Op: op, Service: service, Port: port}); err != nil {
+	if err := u.send(control.Msg{T: control.MsgName, ReqID: id, Op: op, Service: service, Port: port}); err != nil {
 		return "", err
 	}
 	select {
@@ -192,6 +193,6 @@ func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 		p.noFinalize[rank] = true
 		p.mu.Unlock()
 	case errors.Is(err, pmi.ErrProtocol):
-		p.conn.Send(control.Msg{T: control.MsgError, Rank: rank, Error: fmt.Sprintf("PMI: %v", err)})
+		p.send(control.Msg{T: control.MsgError, Rank: rank, Error: fmt.Sprintf("PMI: %v", err)})
 	}
 }

@@ -35,6 +35,9 @@ type Config struct {
 	// OutputWait bounds how long a finished rank's output is awaited when a
 	// detached grandchild keeps its pipes open. Default 500ms.
 	OutputWait time.Duration
+	// Stderr receives the diagnostics of proxies this one starts in a
+	// launch tree. Nil discards them.
+	Stderr io.Writer
 }
 
 type rank struct {
@@ -54,6 +57,7 @@ type proxy struct {
 	pgid  int // process group of all local ranks
 
 	up          *uplink
+	tree        *tree
 	node        *pmi.Node
 	pmiListener net.Listener // PMI_PORT mode only
 
@@ -70,6 +74,9 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	}
 	if cfg.OutputWait == 0 {
 		cfg.OutputWait = 500 * time.Millisecond
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
 	}
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
@@ -98,18 +105,22 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	p.job = f.Msg.Job
 	if p.job.Version != control.Version {
 		err := fmt.Errorf("proxy: protocol version %d, launcher speaks %d (install matching gompi-proxy)", control.Version, p.job.Version)
-		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
 		return err
 	}
 
 	done := make(chan struct{})
-	p.up = newUplink(p.conn)
+	p.tree = newTree(p)
+	defer p.tree.close()
+	p.up = newUplink(p.send, p.tree.fence)
 	if err := p.setupPMI(ctx); err != nil {
-		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
 		return err
 	}
+	// Children first: their start crosses the network while ours forks.
+	p.tree.start(ctx)
 	if err := p.start(); err != nil {
-		p.conn.Send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
 		p.killAll(syscall.SIGKILL)
 		return err
 	}
@@ -142,19 +153,24 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	for {
 		select {
 		case <-exited:
-			if err := p.conn.Send(control.Msg{T: control.MsgDone}); err != nil {
+			if err := p.send(control.Msg{T: control.MsgDone}); err != nil {
 				return fmt.Errorf("%w: %v", ErrLauncherLost, err)
 			}
-			// Let the launcher close first so the last frames are read;
-			// commands still in flight are moot now.
-			linger := time.NewTimer(10 * time.Second)
-			defer linger.Stop()
+			// Keep relaying for the proxies below until they are done,
+			// then let the launcher close first so the last frames are
+			// read.
+			allDone := p.tree.allDone
+			var linger <-chan time.Time
 			for {
 				select {
+				case <-allDone:
+					allDone = nil
+					linger = time.After(10 * time.Second)
 				case <-lost:
 					return nil
-				case <-cmds:
-				case <-linger.C:
+				case m := <-cmds:
+					p.command(m, false)
+				case <-linger:
 					return nil
 				}
 			}
@@ -168,16 +184,42 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 			<-exited
 			return ctx.Err()
 		case m := <-cmds:
-			switch m.T {
-			case control.MsgSignal:
-				p.signal(syscall.Signal(m.Sig))
-			case control.MsgKill:
-				p.terminate()
-			case control.MsgFenceDone, control.MsgNameReply:
-				p.up.deliver(m)
-			}
+			p.command(m, true)
 		}
 	}
+}
+
+// command acts on a message from above and passes it on to the proxies
+// below. ranksLive is false once every local rank has been reaped, so no
+// signal can reach a recycled process group.
+func (p *proxy) command(m control.Msg, ranksLive bool) {
+	switch m.T {
+	case control.MsgSignal:
+		if ranksLive {
+			p.signal(syscall.Signal(m.Sig))
+		}
+		p.tree.down(m, true)
+	case control.MsgKill:
+		if ranksLive {
+			p.terminate()
+		}
+		p.tree.down(m, true)
+	case control.MsgFenceDone:
+		p.up.deliver(m)
+		p.tree.down(m, true)
+	case control.MsgNameReply:
+		if m.Host == p.job.Index {
+			p.up.deliver(m)
+		} else {
+			p.tree.down(m, false)
+		}
+	}
+}
+
+// send stamps a message with this proxy's host index and sends it up.
+func (p *proxy) send(m control.Msg) error {
+	m.Host = p.job.Index
+	return p.conn.Send(m)
 }
 
 func acceptKind(sess *yamux.Session, kind byte) (io.ReadWriteCloser, error) {
@@ -229,7 +271,7 @@ func (p *proxy) start() error {
 		if err != nil {
 			// A rank that cannot start is reported like a failed rank so the
 			// launcher names it; exit code 127 as a shell would.
-			p.conn.Send(control.Msg{T: control.MsgError, Rank: rs.Rank, Error: err.Error()})
+			p.send(control.Msg{T: control.MsgError, Rank: rs.Rank, Error: err.Error()})
 			p.ranks = append(p.ranks, &rank{spec: rs})
 			pids = append(pids, -1)
 			continue
@@ -237,7 +279,7 @@ func (p *proxy) start() error {
 		p.ranks = append(p.ranks, r)
 		pids = append(pids, r.cmd.Process.Pid)
 	}
-	return p.conn.Send(control.Msg{T: control.MsgStarted, Pids: pids})
+	return p.send(control.Msg{T: control.MsgStarted, Pids: pids})
 }
 
 func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
@@ -355,7 +397,7 @@ func (p *proxy) waitAll() {
 			if code != 0 || sig != 0 {
 				p.log.Debug("rank failed", "rank", r.spec.Rank, "code", code, "signal", sig)
 			}
-			p.conn.Send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig, Error: msg})
+			p.send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig, Error: msg})
 		}(r)
 	}
 	wg.Wait()

@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	build := exec.Command("go", "build", "-o", dir+"/",
 		"github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy",
-		"github.com/gompi/gompi/test/e2e/progs/rankprog")
+		"github.com/gompi/gompi/test/e2e/progs/rankprog", "github.com/gompi/gompi/examples/hello")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building binaries:", err)
@@ -83,6 +83,9 @@ func newJob(t *testing.T, stdin string, args ...string) *job {
 	marker := fmt.Sprintf("gompi-test-%d-%d", os.Getpid(), markerSeq)
 	full := append([]string{"-genv", "GOMPI_TEST_MARKER", marker}, args...)
 	cmd := exec.Command(bin("gompiexec"), full...)
+	// The marker in gompiexec's own environment reaches every proxy too,
+	// including those that proxies start in a launch tree.
+	cmd.Env = append(os.Environ(), "GOMPI_TEST_MARKER="+marker)
 	j := &job{t: t, cmd: cmd, marker: marker}
 	cmd.Stdout, cmd.Stderr = &j.stdout, &j.stderr
 	if stdin != "" {
@@ -184,7 +187,12 @@ func (j *job) assertNoLeftovers(d time.Duration) {
 	j.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		left := markedProcs(j.marker)
+		var left []int
+		for _, p := range markedProcs(j.marker) {
+			if j.cmd.Process == nil || p != j.cmd.Process.Pid {
+				left = append(left, p)
+			}
+		}
 		if j.cmd.Process != nil {
 			left = append(left, childrenNamed(j.cmd.Process.Pid, "gompi-proxy")...)
 		}

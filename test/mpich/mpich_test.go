@@ -227,5 +227,16 @@ func TestAcrossProxies(t *testing.T) {
 		if r.code != 0 || strings.Count(r.out, "mapping (vector,(0,2,2),(2,1,1)) ok") != 5 {
 			t.Fatalf("%s pmi2: exit %d\n%s%s", mode.name, r.code, r.out, r.err)
 		}
+		// Through a launch tree (-fanout 2 over six hosts: proxies start
+		// proxies), fences are folded at every level on the way up.
+		args = append(append([]string{"-launcher", "fork", "-fanout", "2", "-hosts", "a:2,b,c,d,e,f"}, mode.args...), "-n", "7")
+		r = launch(t, append(args, prog("ring"))...)
+		if r.code != 0 || strings.Count(r.out, "tok 7\n") != 2 {
+			t.Fatalf("%s ring over a tree: exit %d\n%s%s", mode.name, r.code, r.out, r.err)
+		}
+		r = launch(t, append(args, prog("allreduce"))...)
+		if r.code != 0 || !strings.Contains(r.out, "allreduce ok size 7") {
+			t.Fatalf("%s allreduce over a tree: exit %d\n%s%s", mode.name, r.code, r.out, r.err)
+		}
 	}
 }
