@@ -147,7 +147,10 @@ func init() {
 		return
 	}}, "ckpoint-interval")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.proxyPath = v[0]; return nil }}, "proxy-path")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.fanout, err = intArg("fanout", v[0], 1); return }}, "fanout", "tree-width")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.fanout, err = intArg("fanout", v[0], 1)
+		return
+	}}, "fanout", "tree-width")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.help = true; return nil }}, "h", "help")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.version = true; return nil }}, "version", "info")
 }

@@ -148,9 +148,9 @@ type hostState struct {
 }
 
 type event struct {
-	top  int // the top-level proxy the event came through
-	msg  control.Msg
-	err  error // reader ended
+	top int // the top-level proxy the event came through
+	msg control.Msg
+	err error // reader ended
 }
 
 // Run runs a job to completion and returns gompiexec's exit code. An error
