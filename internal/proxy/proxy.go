@@ -63,7 +63,8 @@ type proxy struct {
 
 	mu         sync.Mutex
 	killing    bool
-	noFinalize map[int]bool // ranks whose PMI connection closed without finalize
+	noFinalize map[int]bool     // ranks whose PMI connection closed without finalize
+	appEnv     map[int]*envList // merged base environment per app
 }
 
 // Run serves one job over rw (the proxy's stdin/stdout) and returns when the
@@ -451,24 +452,36 @@ func (p *proxy) terminate() {
 var minimalEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM"}
 
 func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
-	var env envList
-	if p.job.EnvNone {
-		for _, k := range minimalEnv {
-			if v, ok := os.LookupEnv(k); ok {
-				env.set(k + "=" + v)
+	// The merged base (proxy or minimal environment, job env, app env) is
+	// the same for every rank of an app: build it once.
+	p.mu.Lock()
+	if p.appEnv == nil {
+		p.appEnv = map[int]*envList{}
+	}
+	base := p.appEnv[rs.AppNum]
+	if base == nil {
+		base = &envList{}
+		if p.job.EnvNone {
+			for _, k := range minimalEnv {
+				if v, ok := os.LookupEnv(k); ok {
+					base.set(k + "=" + v)
+				}
+			}
+		} else {
+			for _, kv := range os.Environ() {
+				base.set(kv)
 			}
 		}
-	} else {
-		for _, kv := range os.Environ() {
-			env.set(kv)
+		for _, kv := range p.job.Env {
+			base.set(kv)
 		}
+		for _, kv := range app.Env {
+			base.set(kv)
+		}
+		p.appEnv[rs.AppNum] = base
 	}
-	for _, kv := range p.job.Env {
-		env.set(kv)
-	}
-	for _, kv := range app.Env {
-		env.set(kv)
-	}
+	p.mu.Unlock()
+	env := base.clone()
 	local := len(p.job.Ranks)
 	env.set("PMI_RANK=" + strconv.Itoa(rs.Rank))
 	env.set("PMI_SIZE=" + strconv.Itoa(p.job.Size))
@@ -499,3 +512,13 @@ func (e *envList) set(kv string) {
 }
 
 func (e *envList) list() []string { return e.kvs }
+
+// clone copies e so per-rank variables can be set without touching it.
+func (e *envList) clone() *envList {
+	c := &envList{idx: make(map[string]int, len(e.idx)+8), kvs: make([]string, len(e.kvs), len(e.kvs)+8)}
+	copy(c.kvs, e.kvs)
+	for k, v := range e.idx {
+		c.idx[k] = v
+	}
+	return c
+}
