@@ -65,6 +65,7 @@ type proxy struct {
 	killing    bool
 	noFinalize map[int]bool     // ranks whose PMI connection closed without finalize
 	appEnv     map[int]*envList // merged base environment per app
+	topo       []string         // shares the node's hwloc topology with ranks (topo.go)
 }
 
 // Run serves one job over rw (the proxy's stdin/stdout) and returns when the
@@ -266,6 +267,7 @@ func (p *proxy) start() error {
 			return fmt.Errorf("proxy: rank %d: bad app %d", rs.Rank, rs.AppNum)
 		}
 	}
+	p.topo = topoEnv(p.ctx, p.job.Env)
 	pids := make([]int, 0, len(p.job.Ranks))
 	for _, rs := range p.job.Ranks {
 		r, err := p.startRank(rs)
@@ -478,6 +480,11 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 		for _, kv := range app.Env {
 			base.set(kv)
 		}
+		if !base.has("HWLOC_XMLFILE") && !base.has("GOMPI_TOPO") {
+			for _, kv := range p.topo {
+				base.set(kv)
+			}
+		}
 		p.appEnv[rs.AppNum] = base
 	}
 	p.mu.Unlock()
@@ -512,6 +519,11 @@ func (e *envList) set(kv string) {
 }
 
 func (e *envList) list() []string { return e.kvs }
+
+func (e *envList) has(key string) bool {
+	_, ok := e.idx[key]
+	return ok
+}
 
 // clone copies e so per-rank variables can be set without touching it.
 func (e *envList) clone() *envList {

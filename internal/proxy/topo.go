@@ -1,0 +1,95 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Every MPICH rank discovers the node's hardware topology through hwloc at
+// MPI_Init, reading hundreds of /sys files; with many ranks per node that is
+// a noticeable share of start-up CPU. As Open MPI's and PMIx's launchers do,
+// the proxy discovers it once and hands it to the ranks: hwloc loads
+// HWLOC_XMLFILE instead of probing, and HWLOC_THISSYSTEM=1 keeps binding
+// working. The XML is cached per boot and CPU/memory set, so a job whose
+// cgroup allows other CPUs gets its own.
+
+// topoEnv returns the variables that share this node's topology with the
+// ranks, or nil when hwloc's lstopo is not installed, sharing is turned off
+// (GOMPI_TOPO=0), or the job sets HWLOC_XMLFILE itself.
+func topoEnv(ctx context.Context, jobEnv []string) []string {
+	if os.Getenv("GOMPI_TOPO") == "0" || os.Getenv("HWLOC_XMLFILE") != "" {
+		return nil
+	}
+	for _, kv := range jobEnv {
+		if strings.HasPrefix(kv, "HWLOC_XMLFILE=") || kv == "GOMPI_TOPO=0" {
+			return nil
+		}
+	}
+	path, err := topoFile(ctx)
+	if err != nil {
+		return nil
+	}
+	return []string{"HWLOC_XMLFILE=" + path, "HWLOC_THISSYSTEM=1"}
+}
+
+// topoFile returns the cached topology XML for this boot and CPU set,
+// creating it with lstopo when missing.
+func topoFile(ctx context.Context) (string, error) {
+	lstopo, err := exec.LookPath("lstopo-no-graphics")
+	if err != nil {
+		return "", err
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	h.Write(bytes.TrimSpace(boot))
+	if st, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(st), "\n") {
+			if strings.HasPrefix(l, "Cpus_allowed_list:") || strings.HasPrefix(l, "Mems_allowed_list:") {
+				h.Write([]byte(l))
+			}
+		}
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("gompi-%d", os.Getuid()))
+	path := filepath.Join(dir, "topo-"+hex.EncodeToString(h.Sum(nil))[:16]+".xml")
+	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, lstopo, "--of", "xml", "-").Output()
+	if err != nil || !bytes.Contains(out, []byte("<topology")) {
+		return "", fmt.Errorf("lstopo: %v", err)
+	}
+	// Written under a temporary name and renamed, so a rank of a
+	// concurrent job never reads half a file.
+	tmp, err := os.CreateTemp(dir, "topo-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(out)
+	cerr := tmp.Close()
+	if werr != nil || cerr != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("write topology: %v %v", werr, cerr)
+	}
+	os.Chmod(tmp.Name(), 0o644)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
+}

@@ -1,0 +1,37 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// Ranks get the node's hwloc topology from the proxy (so MPICH ranks skip
+// probing /sys), unless the user set their own or turned sharing off.
+func TestTopologySharedWithRanks(t *testing.T) {
+	if _, err := exec.LookPath("lstopo-no-graphics"); err != nil {
+		t.Skip("hwloc's lstopo-no-graphics is not installed (test/setup.sh installs it with mpich)")
+	}
+	script := `echo "file=$HWLOC_XMLFILE this=$HWLOC_THISSYSTEM n=$(grep -c '<topology' "$HWLOC_XMLFILE")"`
+	r := runJob(t, "", "-n", "2", "/bin/sh", "-c", script)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || lines[0] != lines[1] || !strings.HasSuffix(lines[0], " this=1 n=1") {
+		t.Fatalf("ranks should share one topology file:\n%s", r.stdout)
+	}
+	path := strings.TrimPrefix(strings.Fields(lines[0])[0], "file=")
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("topology file %s: %v", path, err)
+	}
+	r = runJob(t, "", "-genv", "HWLOC_XMLFILE", "/mine.xml", "-n", "1", "/bin/sh", "-c", `echo "file=$HWLOC_XMLFILE this=$HWLOC_THISSYSTEM"`)
+	if strings.TrimSpace(r.stdout) != "file=/mine.xml this=" {
+		t.Fatalf("the user's HWLOC_XMLFILE must win: %q", r.stdout)
+	}
+	r = runJob(t, "", "-genv", "GOMPI_TOPO", "0", "-n", "1", "/bin/sh", "-c", `echo "file=$HWLOC_XMLFILE"`)
+	if strings.TrimSpace(r.stdout) != "file=" {
+		t.Fatalf("GOMPI_TOPO=0 must turn sharing off: %q", r.stdout)
+	}
+}
