@@ -1,0 +1,94 @@
+/* OSU-style micro-benchmarks for MPICH, the reference gompi-bench is
+ * measured against in the same run (make bench). Same sizes, iteration
+ * counts and output format as cmd/gompi-bench:
+ *   latency   one-way ping-pong time between ranks 0 and 1, us
+ *   bw        streaming bandwidth 0 -> 1, windows of 64 nonblocking sends, GB/s
+ *   allreduce time per MPI_Allreduce of doubles (sum), us (max over ranks)
+ *   barrier   time per MPI_Barrier, us
+ * Output lines: "<bench> <bytes> <value>". Usage: osu BENCH [MAXBYTES]. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int iters(size_t n, int small, int large) { return n <= 8192 ? small : large; }
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const char *bench = argc > 1 ? argv[1] : "latency";
+  size_t max = argc > 2 ? (size_t)atol(argv[2]) : (8u << 20);
+  char *a = malloc(max ? max : 1), *b = malloc(max ? max : 1);
+  memset(a, 1, max);
+  memset(b, 0, max);
+  if (!strcmp(bench, "latency")) {
+    for (size_t n = 1; n <= max; n *= 2) {
+      int it = iters(n, 10000, 200), warm = it / 10;
+      double t0 = 0;
+      MPI_Barrier(MPI_COMM_WORLD);
+      for (int i = 0; i < it + warm; i++) {
+        if (i == warm) t0 = MPI_Wtime();
+        if (rank == 0) {
+          MPI_Send(a, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD);
+          MPI_Recv(b, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+          MPI_Recv(b, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          MPI_Send(a, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+        }
+      }
+      if (rank == 0) printf("latency %zu %.3f\n", n, (MPI_Wtime() - t0) * 1e6 / (2.0 * it));
+    }
+  } else if (!strcmp(bench, "bw")) {
+    enum { W = 64 };
+    MPI_Request req[W];
+    MPI_Status st[W];
+    for (size_t n = 1; n <= max; n *= 2) {
+      int it = iters(n, 200, 20), warm = 2;
+      double t0 = 0;
+      MPI_Barrier(MPI_COMM_WORLD);
+      for (int i = 0; i < it + warm; i++) {
+        if (i == warm) t0 = MPI_Wtime();
+        if (rank == 0) {
+          for (int w = 0; w < W; w++) MPI_Isend(a, (int)n, MPI_BYTE, 1, 2, MPI_COMM_WORLD, &req[w]);
+          MPI_Waitall(W, req, st);
+          MPI_Recv(b, 1, MPI_BYTE, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+          for (int w = 0; w < W; w++) MPI_Irecv(b, (int)n, MPI_BYTE, 0, 2, MPI_COMM_WORLD, &req[w]);
+          MPI_Waitall(W, req, st);
+          MPI_Send(a, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
+        }
+      }
+      if (rank == 0) printf("bw %zu %.3f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
+    }
+  } else if (!strcmp(bench, "allreduce")) {
+    for (size_t n = 8; n <= max; n *= 2) {
+      int cnt = (int)(n / sizeof(double)), it = iters(n, 2000, 50), warm = it / 10 + 1;
+      double t0 = 0, dt, worst;
+      MPI_Barrier(MPI_COMM_WORLD);
+      for (int i = 0; i < it + warm; i++) {
+        if (i == warm) t0 = MPI_Wtime();
+        MPI_Allreduce(a, b, cnt, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      }
+      dt = (MPI_Wtime() - t0) * 1e6 / it;
+      MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0) printf("allreduce %zu %.3f\n", n, worst);
+    }
+  } else if (!strcmp(bench, "barrier")) {
+    int it = 20000, warm = 1000;
+    double t0 = 0;
+    for (int i = 0; i < it + warm; i++) {
+      if (i == warm) t0 = MPI_Wtime();
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+    if (rank == 0) printf("barrier 0 %.3f\n", (MPI_Wtime() - t0) * 1e6 / it);
+  } else {
+    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, bw, allreduce, barrier)\n", bench);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  free(a);
+  free(b);
+  MPI_Finalize();
+  return 0;
+}
