@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/gob"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -274,8 +275,13 @@ func (p *proc) acceptRTS(op *recvOp, pe *peer, src, tag, length int, id uint64, 
 		op.req.complete(Status{}, err)
 		return
 	}
-	pe.rdv[id] = op
 	l := pe.ln
+	if l == nil {
+		pe.mu.Unlock()
+		op.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: errors.New("no connection")})
+		return
+	}
+	pe.rdv[id] = op
 	pe.mu.Unlock()
 	l.send(&outFrame{h: header{Type: frameCTS, Ctx: ctx, Src: int32(src), ID: id}})
 }

@@ -460,26 +460,7 @@ func (l *tcpLink) writeLoop() {
 // then EOF) marks the peer finalized; anything else marks it failed.
 func (l *tcpLink) readLoop() {
 	defer l.loopDone()
-	r := bufio.NewReaderSize(l.conn, 64<<10)
-	var hb [headerSize]byte
-	bye := false
-	var err error
-	for {
-		if _, err = io.ReadFull(r, hb[:]); err != nil {
-			break
-		}
-		var h header
-		if h, err = decodeHeader(hb[:], l.p.cfg.EagerLimit); err != nil {
-			break
-		}
-		if h.Type == frameBye {
-			bye = true
-			continue
-		}
-		if err = l.p.dispatch(l.pe, l, h, r); err != nil {
-			break
-		}
-	}
+	bye, err := l.p.readFrames(l.pe, l, bufio.NewReaderSize(l.conn, 64<<10))
 	var cause error
 	if bye && errors.Is(err, io.EOF) {
 		cause = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
@@ -494,5 +475,30 @@ func (l *tcpLink) readLoop() {
 	l.p.eng.failSource(l.pe.rank, cause, bye)
 	if !bye {
 		l.close()
+	}
+}
+
+// readFrames parses frames from r and dispatches them until an error. bye
+// reports whether the peer said goodbye (any later frame is an error).
+func (p *proc) readFrames(pe *peer, l link, r *bufio.Reader) (bye bool, err error) {
+	var hb [headerSize]byte
+	for {
+		if _, err = io.ReadFull(r, hb[:]); err != nil {
+			return bye, err
+		}
+		var h header
+		if h, err = decodeHeader(hb[:], p.cfg.EagerLimit); err != nil {
+			return bye, err
+		}
+		if bye {
+			return bye, fmt.Errorf("%w: frame after bye", errFrame)
+		}
+		if h.Type == frameBye {
+			bye = true
+			continue
+		}
+		if err = p.dispatch(pe, l, h, r); err != nil {
+			return bye, err
+		}
 	}
 }
