@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,8 @@ func main() {
 		err = all(ctx, c)
 	case "die", "kill":
 		err = die(ctx, c, pc, scenario == "kill")
+	case "bench":
+		err = bench(c)
 	case "stranger":
 		err = stranger(ctx, c, pc)
 	default:
@@ -271,4 +274,75 @@ func stranger(ctx context.Context, c *mpi.Comm, pc *client.Client) error {
 		return err
 	}
 	return all(ctx, c)
+}
+
+// bench prints ping-pong latency and bandwidth between ranks 0 and 1, and
+// barrier and allreduce times over all ranks (medians of repetitions).
+func bench(c *mpi.Comm) error {
+	r := c.Rank()
+	median := func(f func() error, reps int) (time.Duration, error) {
+		var ds []time.Duration
+		for i := 0; i < reps; i++ {
+			t0 := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		slices.Sort(ds)
+		return ds[len(ds)/2], nil
+	}
+	if c.Size() >= 2 {
+		for _, size := range []int{8, 1 << 20, 4 << 20} {
+			buf := make([]byte, size)
+			reps := 1000
+			if size > 1000 {
+				reps = 30
+			}
+			pingpong := func() error {
+				switch r {
+				case 0:
+					if err := mpi.Send(c, buf, 1, 0); err != nil {
+						return err
+					}
+					_, err := mpi.Recv(c, buf, 1, 0)
+					return err
+				case 1:
+					if _, err := mpi.Recv(c, buf, 0, 0); err != nil {
+						return err
+					}
+					return mpi.Send(c, buf, 0, 0)
+				}
+				return nil
+			}
+			pingpong() // connect, warm up
+			d, err := median(pingpong, reps)
+			if err != nil {
+				return err
+			}
+			if r == 0 {
+				oneWay := d / 2
+				fmt.Printf("bench: ping-pong %d B: one-way %.2f us, %.2f GB/s\n", size,
+					float64(oneWay.Nanoseconds())/1000, float64(size)/float64(oneWay.Nanoseconds()))
+			}
+		}
+	}
+	d, err := median(c.Barrier, 200)
+	if err != nil {
+		return err
+	}
+	if r == 0 {
+		fmt.Printf("bench: barrier %d ranks: %.2f us\n", c.Size(), float64(d.Nanoseconds())/1000)
+	}
+	for _, n := range []int{1, 1 << 17} {
+		in, out := make([]float64, n), make([]float64, n)
+		d, err := median(func() error { return mpi.Allreduce(c, in, out, mpi.Sum) }, 50)
+		if err != nil {
+			return err
+		}
+		if r == 0 {
+			fmt.Printf("bench: allreduce %d doubles, %d ranks: %.2f us\n", n, c.Size(), float64(d.Nanoseconds())/1000)
+		}
+	}
+	return nil
 }
