@@ -473,3 +473,33 @@ func TestInprocAbort(t *testing.T) {
 		t.Fatalf("pending: %v", err)
 	}
 }
+
+func TestSingleton(t *testing.T) {
+	c, err := InitConfig(context.Background(), Config{Bootstrap: NewMemJob(1).Rank(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rank() != 0 || c.Size() != 1 || c.ProcessorName() == "" {
+		t.Fatalf("rank %d size %d", c.Rank(), c.Size())
+	}
+	out := []int{0}
+	if err := Allreduce(c, []int{5}, out, Sum); err != nil || out[0] != 5 {
+		t.Fatalf("allreduce %v %v", out, err)
+	}
+	if _, err := Sendrecv(c, []int{7}, 0, 1, out, 0, 1); err != nil || out[0] != 7 {
+		t.Fatalf("sendrecv to self %v %v", out, err)
+	}
+	d, err := c.Dup()
+	if err != nil || d.Size() != 1 {
+		t.Fatalf("dup %v", err)
+	}
+	if err := c.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Barrier(); !errors.Is(err, ErrFinalized) {
+		t.Fatalf("barrier after finalize: %v", err)
+	}
+}

@@ -175,7 +175,26 @@ type proc struct {
 
 // Init starts the runtime with the default Config and returns the world
 // communicator.
-func Init(ctx context.Context) (*Comm, error) { return InitConfig(ctx, Config{}) }
+func Init(ctx context.Context) (*Comm, error) {
+	c, err := InitConfig(ctx, Config{})
+	if err == nil {
+		lastWorld.Store(c)
+	}
+	return c, err
+}
+
+// lastWorld is the world of the last Init, for the package-level Finalize.
+var lastWorld atomic.Pointer[Comm]
+
+// Finalize finalizes the runtime started by the last Init (see
+// Comm.Finalize). Without one it returns ErrArg.
+func Finalize() error {
+	c := lastWorld.Load()
+	if c == nil {
+		return fmt.Errorf("%w: Finalize without Init", ErrArg)
+	}
+	return c.Finalize()
+}
 
 // InitConfig starts the runtime with cfg.
 func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {

@@ -254,8 +254,9 @@ func (p *proc) dial(pe *peer) {
 	if p.errClosed() != nil {
 		return
 	}
-	pe.fail(&PeerError{Rank: pe.rank, Err: err})
-	p.eng.failSource(pe.rank, pe.err, false)
+	perr := &PeerError{Rank: pe.rank, Err: err}
+	pe.fail(perr)
+	p.eng.failSource(pe.rank, perr, false)
 }
 
 func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
@@ -298,10 +299,9 @@ func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
 		return fail(errAuth)
 	}
 	if reply[0] != hsOK {
+		// pe.dialing stays set until the winning connection is attached, so
+		// no second dial starts meanwhile.
 		conn.Close()
-		pe.mu.Lock()
-		pe.dialing = false
-		pe.mu.Unlock()
 		return true, errors.New("refused as duplicate")
 	}
 	if !stop() {
