@@ -200,9 +200,18 @@ func newJobID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// newJobSecret is the per-job secret every rank gets as GOMPI_JOB_SECRET:
+// the Go runtime authenticates connections between ranks with it.
+func newJobSecret() string {
+	var b [32]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 func (j *job) run(ctx context.Context) (int, error) {
 	cfg := j.cfg
 	jobID := newJobID()
+	rankEnv := append(cfg.Env[:len(cfg.Env):len(cfg.Env)], "GOMPI_JOB_SECRET="+newJobSecret())
 	j.ranks = make([]rankState, j.layout.Size())
 	for i, r := range j.layout.Ranks {
 		j.ranks[i].host = r.Host
@@ -256,7 +265,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 			jb := &control.Job{
 				Version: control.Version, JobID: jobID, Host: h.Name, Size: j.layout.Size(),
 				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: t.sub.Ranks,
-				Env: cfg.Env, EnvNone: cfg.EnvNone,
+				Env: rankEnv, EnvNone: cfg.EnvNone,
 				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
 				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace,
 				Index: t.sub.Index, Children: t.sub.Children, ProxyPath: cfg.ProxyPath,

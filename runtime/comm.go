@@ -1,0 +1,158 @@
+package mpi
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+)
+
+// Comm is a communicator: a group of ranks with its own message space.
+// Messages sent on one communicator never match receives on another.
+type Comm struct {
+	p     *proc
+	ctx   uint32 // point-to-point context id; ctx|1 carries collectives
+	rank  int
+	group []int       // communicator rank -> world rank
+	index map[int]int // world rank -> communicator rank (nil for world)
+}
+
+// Rank is this process's rank in c.
+func (c *Comm) Rank() int { return c.rank }
+
+// Size is the number of ranks in c.
+func (c *Comm) Size() int { return len(c.group) }
+
+// WorldRank translates a rank of c into a rank of the world communicator.
+func (c *Comm) WorldRank(rank int) (int, error) {
+	if rank < 0 || rank >= len(c.group) {
+		return 0, fmt.Errorf("%w: %d", ErrRank, rank)
+	}
+	return c.group[rank], nil
+}
+
+func (c *Comm) hasWorld(w int) bool {
+	if c.index == nil {
+		return w >= 0 && w < len(c.group)
+	}
+	_, ok := c.index[w]
+	return ok
+}
+
+// collCtx is the context id collectives on c use, so they never match
+// user point-to-point messages.
+func (c *Comm) collCtx() uint32 { return c.ctx | 1 }
+
+// Internal tags on the collective context.
+const (
+	tagBarrier = 1 + iota
+	tagSplit
+	tagBcast
+	tagReduce
+)
+
+// Undefined as a Split color leaves the caller out of every new communicator.
+const Undefined = -1
+
+// Dup returns a new communicator with the same group and a new context.
+// It is collective over c.
+func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
+
+// Split partitions c: ranks passing the same color form a new communicator,
+// ordered by key (then by rank in c). Color Undefined returns nil. It is
+// collective over c. Context ids are agreed collectively: the new id is the
+// largest next-free id among c's members, so it is unused by every member.
+func (c *Comm) Split(color, key int) (*Comm, error) {
+	if color < 0 && color != Undefined {
+		return nil, fmt.Errorf("%w: color %d", ErrArg, color)
+	}
+	p := c.p
+	p.ctxMu.Lock()
+	next := p.nextCtx
+	p.ctxMu.Unlock()
+	mine := make([]byte, 24)
+	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
+	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
+	binary.LittleEndian.PutUint64(mine[16:], uint64(next))
+	all, err := c.allgatherBytes(mine, tagSplit)
+	if err != nil {
+		return nil, err
+	}
+	type ent struct{ color, key, rank int }
+	var maxNext uint32
+	var members []ent
+	for r := 0; r < len(c.group); r++ {
+		b := all[r*24:]
+		col := int(int64(binary.LittleEndian.Uint64(b)))
+		k := int(int64(binary.LittleEndian.Uint64(b[8:])))
+		n := uint32(binary.LittleEndian.Uint64(b[16:]))
+		maxNext = max(maxNext, n)
+		if col == color && color != Undefined {
+			members = append(members, ent{col, k, r})
+		}
+	}
+	p.ctxMu.Lock()
+	p.nextCtx = max(p.nextCtx, maxNext+1)
+	p.ctxMu.Unlock()
+	if color == Undefined {
+		return nil, nil
+	}
+	sort.SliceStable(members, func(i, j int) bool {
+		if members[i].key != members[j].key {
+			return members[i].key < members[j].key
+		}
+		return members[i].rank < members[j].rank
+	})
+	nc := &Comm{p: p, ctx: maxNext << 1, group: make([]int, len(members)), index: map[int]int{}}
+	for i, m := range members {
+		w := c.group[m.rank]
+		nc.group[i] = w
+		nc.index[w] = i
+		if m.rank == c.rank {
+			nc.rank = i
+		}
+	}
+	return nc, nil
+}
+
+// allgatherBytes gathers equal-size blocks from every rank at rank 0 and
+// broadcasts the concatenation.
+func (c *Comm) allgatherBytes(mine []byte, tag int) ([]byte, error) {
+	n := len(c.group)
+	all := make([]byte, n*len(mine))
+	ctx := context.Background()
+	if c.rank == 0 {
+		copy(all, mine)
+		reqs := make([]*Request, 0, n-1)
+		for r := 1; r < n; r++ {
+			reqs = append(reqs, c.irecv(c.collCtx(), all[r*len(mine):(r+1)*len(mine)], 1, r, tag, false))
+		}
+		if _, err := WaitAll(ctx, reqs...); err != nil {
+			return nil, err
+		}
+	} else if _, err := c.isend(c.collCtx(), mine, 0, tag).Wait(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.bcastBytes(all, 0, tag); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// Barrier returns once every rank of c has entered it (dissemination
+// algorithm: ceil(log2 n) rounds of one zero-byte send and receive).
+func (c *Comm) Barrier() error {
+	n := len(c.group)
+	ctx := context.Background()
+	for k := 1; k < n; k <<= 1 {
+		rr := c.irecv(c.collCtx(), nil, 1, (c.rank-k+n)%n, tagBarrier, false)
+		sr := c.isend(c.collCtx(), nil, (c.rank+k)%n, tagBarrier)
+		if _, err := sr.Wait(ctx); err != nil {
+			return err
+		}
+		if _, err := rr.Wait(ctx); err != nil {
+			return err
+		}
+	}
+	return c.p.errClosed()
+}

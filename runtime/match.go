@@ -1,0 +1,210 @@
+package mpi
+
+import (
+	"sync"
+)
+
+// recvOp is a posted receive (or a probe's view of one).
+type recvOp struct {
+	ctx      uint32
+	src      int // rank in the communicator, or AnySource
+	tag      int // or AnyTag
+	srcWorld int // world rank of src, -1 for AnySource
+	comm     *Comm
+	buf      []byte
+	alloc    bool // take the message as a new slice (RecvValue)
+	data     []byte
+	elem     int // element size, for Status.Count
+	req      *Request
+}
+
+// message is an unexpected message: eager data, or a rendezvous RTS.
+type message struct {
+	ctx      uint32
+	src, tag int
+	srcWorld int
+	data     []byte
+	rts      bool
+	length   int
+	id       uint64
+	pe       *peer
+}
+
+func (r *recvOp) matches(ctx uint32, src, tag int) bool {
+	return r.ctx == ctx && (r.src == AnySource || r.src == src) && (r.tag == AnyTag || r.tag == tag)
+}
+
+// engine holds the posted-receive and unexpected-message queues of one
+// process. Both are FIFO lists searched in order, which gives MPI's
+// non-overtaking rule: between one sender and one receiver, messages
+// matching the same receive are received in the order sent.
+type engine struct {
+	mu         sync.Mutex
+	posted     []*recvOp
+	unexpected []*message
+	failed     map[int]failure // world rank -> why
+	closed     error
+	changed    chan struct{} // closed and replaced when unexpected grows or peers fail
+}
+
+type failure struct {
+	err     error
+	orderly bool // the peer finalized
+}
+
+func newEngine() *engine {
+	return &engine{failed: map[int]failure{}, changed: make(chan struct{})}
+}
+
+func (e *engine) notifyLocked() {
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// post matches r against the unexpected queue. It returns the matched
+// message (removed), or nil after queueing r, or an error when r can never
+// match (its source failed, or the runtime is closed).
+func (e *engine) post(r *recvOp) (*message, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, m := range e.unexpected {
+		if r.matches(m.ctx, m.src, m.tag) {
+			e.unexpected = append(e.unexpected[:i], e.unexpected[i+1:]...)
+			return m, nil
+		}
+	}
+	if e.closed != nil {
+		return nil, e.closed
+	}
+	if err := e.deadSourceLocked(r); err != nil {
+		return nil, err
+	}
+	e.posted = append(e.posted, r)
+	return nil, nil
+}
+
+// deadSourceLocked says whether r waits on a failed peer: its own source,
+// or for AnySource any member that failed without finalizing.
+func (e *engine) deadSourceLocked(r *recvOp) error {
+	if len(e.failed) == 0 {
+		return nil
+	}
+	if r.srcWorld >= 0 {
+		if f, ok := e.failed[r.srcWorld]; ok {
+			return f.err
+		}
+		return nil
+	}
+	for w, f := range e.failed {
+		if !f.orderly && r.comm != nil && r.comm.hasWorld(w) {
+			return f.err
+		}
+	}
+	return nil
+}
+
+// takePosted removes and returns the first posted receive matching the
+// envelope, or nil.
+func (e *engine) takePosted(ctx uint32, src, tag int) *recvOp {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.takePostedLocked(ctx, src, tag)
+}
+
+func (e *engine) takePostedLocked(ctx uint32, src, tag int) *recvOp {
+	for i, r := range e.posted {
+		if r.matches(ctx, src, tag) {
+			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			return r
+		}
+	}
+	return nil
+}
+
+// arrive matches m against the posted receives; without a match m joins
+// the unexpected queue and nil is returned.
+func (e *engine) arrive(m *message) *recvOp {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if r := e.takePostedLocked(m.ctx, m.src, m.tag); r != nil {
+		return r
+	}
+	e.unexpected = append(e.unexpected, m)
+	e.notifyLocked()
+	return nil
+}
+
+// cancel removes r if it is still posted.
+func (e *engine) cancel(r *recvOp) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, q := range e.posted {
+		if q == r {
+			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// probe finds the first unexpected message matching (ctx, src, tag)
+// without removing it. When there is none it returns a channel that is
+// closed at the next change, and an error if none can ever come.
+func (e *engine) probe(r *recvOp) (*message, <-chan struct{}, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, m := range e.unexpected {
+		if r.matches(m.ctx, m.src, m.tag) {
+			return m, nil, nil
+		}
+	}
+	if e.closed != nil {
+		return nil, nil, e.closed
+	}
+	if err := e.deadSourceLocked(r); err != nil {
+		return nil, nil, err
+	}
+	return nil, e.changed, nil
+}
+
+// failSource records that world rank w failed (or finalized, orderly) and
+// fails every posted receive that can no longer be satisfied.
+func (e *engine) failSource(w int, err error, orderly bool) {
+	e.mu.Lock()
+	if _, ok := e.failed[w]; !ok {
+		e.failed[w] = failure{err: err, orderly: orderly}
+	}
+	var dead []*recvOp
+	kept := e.posted[:0]
+	for _, r := range e.posted {
+		if r.srcWorld == w || (r.srcWorld < 0 && !orderly && r.comm != nil && r.comm.hasWorld(w)) {
+			dead = append(dead, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	for i := len(kept); i < len(e.posted); i++ {
+		e.posted[i] = nil
+	}
+	e.posted = kept
+	e.notifyLocked()
+	e.mu.Unlock()
+	for _, r := range dead {
+		r.req.complete(Status{}, err)
+	}
+}
+
+// failAll ends every posted receive with err; later posts fail too.
+func (e *engine) failAll(err error) {
+	e.mu.Lock()
+	if e.closed == nil {
+		e.closed = err
+	}
+	dead := e.posted
+	e.posted = nil
+	e.notifyLocked()
+	e.mu.Unlock()
+	for _, r := range dead {
+		r.req.complete(Status{}, err)
+	}
+}

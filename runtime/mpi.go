@@ -1,0 +1,371 @@
+// Package mpi is gompi's rank runtime: point-to-point messaging,
+// communicators and simple collectives between the ranks of a job started
+// by gompiexec, MPICH's mpiexec.hydra, or alone (a singleton of size 1).
+//
+// Ranks bootstrap through PMI (pmi/client): each rank listens on TCP,
+// publishes "host:port" in the job's key-value space, and connects to a
+// peer lazily on first use. Every connection is authenticated with an
+// HMAC challenge/response over a per-job secret. See docs/transport.md.
+package mpi
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gompi/gompi/pmi/client"
+)
+
+// Wildcards for receives and probes.
+const (
+	AnySource = -2
+	AnyTag    = -1
+)
+
+// Errors, usable with errors.Is.
+var (
+	// ErrTruncate: the matched message is longer than the receive buffer.
+	// The buffer holds the message's first bytes.
+	ErrTruncate = errors.New("mpi: message truncated")
+	// ErrAborted: Abort was called in this process.
+	ErrAborted = errors.New("mpi: job aborted")
+	// ErrFinalized: the runtime was finalized.
+	ErrFinalized = errors.New("mpi: finalized")
+	// ErrRank, ErrTag, ErrArg: bad arguments.
+	ErrRank = errors.New("mpi: invalid rank")
+	ErrTag  = errors.New("mpi: invalid tag")
+	ErrArg  = errors.New("mpi: invalid argument")
+	// ErrPeerFinalized is the cause inside a PeerError when the peer closed
+	// its connection in an orderly way (it called Finalize).
+	ErrPeerFinalized = errors.New("peer finalized")
+)
+
+// PeerError reports that an operation involves a peer that failed (its
+// connection was lost, could not be made, or the peer finalized). Every
+// pending and future operation involving that peer returns it.
+type PeerError struct {
+	Rank int // world rank of the peer
+	Err  error
+}
+
+func (e *PeerError) Error() string { return fmt.Sprintf("mpi: peer rank %d: %v", e.Rank, e.Err) }
+func (e *PeerError) Unwrap() error { return e.Err }
+
+// Bootstrap is what the runtime needs from a process manager. The PMI-1
+// client (*client.Client) satisfies it; tests use an in-memory one.
+type Bootstrap interface {
+	Rank() int
+	Size() int
+	Put(key, value string) error
+	Fence(ctx context.Context) error
+	Get(ctx context.Context, key string) (string, error)
+	Abort(code int, msg string) error
+	Finalize() error
+}
+
+// Codec encodes values for SendValue/RecvValue.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// Config tunes the runtime. Zero fields take the documented defaults.
+type Config struct {
+	// Bootstrap connects to the process manager. Default: client.New (PMI-1,
+	// from the environment; singleton when there is none).
+	Bootstrap Bootstrap
+	// Host is the address peers dial. Default: $GOMPI_HOST, else the
+	// first non-loopback address of this machine, else 127.0.0.1.
+	Host string
+	// Secret authenticates connections. Default: $GOMPI_JOB_SECRET (hex or
+	// raw), else rank 0 generates one and shares it through the KVS.
+	Secret []byte
+	// EagerLimit: messages up to this many bytes are sent eagerly, longer
+	// ones by rendezvous. Default 64 KiB.
+	EagerLimit int
+	// Codec for SendValue/RecvValue. Default: encoding/gob.
+	Codec Codec
+	// ConnectTimeout bounds making one connection (address lookup, dial,
+	// handshake). Default 30 s.
+	ConnectTimeout time.Duration
+	// HandshakeTimeout bounds an incoming connection's handshake, so a
+	// silent stranger is dropped. Default 10 s.
+	HandshakeTimeout time.Duration
+	// Linger is how long Finalize waits for peers to close their side.
+	// Default 2 s.
+	Linger time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.EagerLimit <= 0 {
+		c.EagerLimit = 64 << 10
+	}
+	if c.Codec == nil {
+		c.Codec = gobCodec{}
+	}
+	if c.ConnectTimeout <= 0 {
+		c.ConnectTimeout = 30 * time.Second
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 10 * time.Second
+	}
+	if c.Linger <= 0 {
+		c.Linger = 2 * time.Second
+	}
+	if c.Host == "" {
+		c.Host = os.Getenv("GOMPI_HOST")
+	}
+	if c.Host == "" {
+		c.Host = hostAddr()
+	}
+}
+
+func hostAddr() string {
+	addrs, err := net.InterfaceAddrs()
+	if err == nil {
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return "127.0.0.1"
+}
+
+// KVS keys the runtime uses.
+const (
+	kvsAddr   = "gompi-rt-addr-"
+	kvsSecret = "gompi-rt-secret"
+)
+
+// proc is one rank's runtime instance.
+type proc struct {
+	cfg        Config
+	boot       Bootstrap
+	rank, size int
+	secret     []byte
+	ln         net.Listener
+	eng        *engine
+	peers      []*peer
+	reqID      atomic.Uint64
+	ctxMu      sync.Mutex
+	nextCtx    uint32
+	world      *Comm
+
+	// closing is closed once, by Finalize or Abort; closeErr (first wins)
+	// is what operations return afterwards.
+	closeOnce sync.Once
+	closing   chan struct{}
+	closeErr  error
+	ctx       context.Context // cancelled with closing
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+
+	addrMu sync.Mutex
+	addrs  map[int]string
+}
+
+// Init starts the runtime with the default Config and returns the world
+// communicator.
+func Init(ctx context.Context) (*Comm, error) {
+	c, err := InitConfig(ctx, Config{})
+	if err == nil {
+		lastWorld.Store(c)
+	}
+	return c, err
+}
+
+// lastWorld is the world of the last Init, for the package-level Finalize.
+var lastWorld atomic.Pointer[Comm]
+
+// Finalize finalizes the runtime started by the last Init (see
+// Comm.Finalize). Without one it returns ErrArg.
+func Finalize() error {
+	c := lastWorld.Load()
+	if c == nil {
+		return fmt.Errorf("%w: Finalize without Init", ErrArg)
+	}
+	return c.Finalize()
+}
+
+// InitConfig starts the runtime with cfg.
+func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
+	cfg.defaults()
+	if cfg.Bootstrap == nil {
+		c, err := client.New(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("mpi: init: %w", err)
+		}
+		cfg.Bootstrap = c
+	}
+	p := &proc{cfg: cfg, boot: cfg.Bootstrap, rank: cfg.Bootstrap.Rank(), size: cfg.Bootstrap.Size(),
+		closing: make(chan struct{}), addrs: map[int]string{}, nextCtx: 1}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	if p.size < 1 || p.rank < 0 || p.rank >= p.size {
+		return nil, fmt.Errorf("mpi: init: bad rank %d of size %d", p.rank, p.size)
+	}
+	p.eng = newEngine()
+	p.peers = make([]*peer, p.size)
+	for i := range p.peers {
+		p.peers[i] = newPeer(i)
+	}
+	p.secret = cfg.Secret
+	if p.secret == nil {
+		if s := os.Getenv("GOMPI_JOB_SECRET"); s != "" {
+			if b, err := hex.DecodeString(s); err == nil {
+				p.secret = b
+			} else {
+				p.secret = []byte(s)
+			}
+		}
+	}
+	if p.size > 1 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(cfg.Host), "0"))
+		if err != nil {
+			return nil, fmt.Errorf("mpi: init: listen: %w", err)
+		}
+		p.ln = ln
+		port := ln.Addr().(*net.TCPAddr).Port
+		if err := p.boot.Put(kvsAddr+strconv.Itoa(p.rank), net.JoinHostPort(cfg.Host, strconv.Itoa(port))); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("mpi: init: %w", err)
+		}
+		if p.secret == nil && p.rank == 0 {
+			b := make([]byte, 32)
+			rand.Read(b)
+			p.secret = b
+			if err := p.boot.Put(kvsSecret, hex.EncodeToString(b)); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("mpi: init: %w", err)
+			}
+		}
+		if err := p.boot.Fence(ctx); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("mpi: init: fence: %w", err)
+		}
+		if p.secret == nil {
+			s, err := p.boot.Get(ctx, kvsSecret)
+			if err == nil {
+				p.secret, err = hex.DecodeString(s)
+			}
+			if err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("mpi: init: job secret: %w", err)
+			}
+		}
+		p.wg.Add(1)
+		go p.acceptLoop()
+	}
+	group := make([]int, p.size)
+	for i := range group {
+		group[i] = i
+	}
+	p.world = &Comm{p: p, ctx: 0, rank: p.rank, group: group}
+	return p.world, nil
+}
+
+// listenHost is the address to bind: all interfaces, so peers on any
+// network reach us (every connection is authenticated).
+func listenHost(string) string { return "" }
+
+// errClosed is what operations return after Finalize or Abort.
+func (p *proc) errClosed() error {
+	select {
+	case <-p.closing:
+		return p.closeErr
+	default:
+		return nil
+	}
+}
+
+func (p *proc) shut(err error) bool {
+	first := false
+	p.closeOnce.Do(func() {
+		p.closeErr = err
+		close(p.closing)
+		p.cancel()
+		first = true
+	})
+	return first
+}
+
+// Finalize ends this rank's participation: it says goodbye on every
+// connection, waits briefly for peers to do the same, stops every
+// goroutine and tells the process manager. Outstanding operations return
+// ErrFinalized.
+func (c *Comm) Finalize() error {
+	p := c.p
+	if !p.shut(ErrFinalized) {
+		return p.closeErr
+	}
+	if p.ln != nil {
+		p.ln.Close()
+	}
+	// Orderly goodbye: BYE after every queued frame, then wait for the peer
+	// to close its side (bounded by Linger).
+	deadline := time.Now().Add(p.cfg.Linger)
+	for _, pe := range p.peers {
+		if l := pe.current(); l != nil {
+			l.shutdown(deadline)
+		}
+	}
+	for _, pe := range p.peers {
+		pe.fail(ErrFinalized)
+	}
+	p.eng.failAll(ErrFinalized)
+	p.wg.Wait()
+	return p.boot.Finalize()
+}
+
+// Abort ends the whole job with code through the process manager. Every
+// local operation then returns ErrAborted. Under a singleton (no process
+// manager) it only stops the runtime; the library never exits the process.
+func (c *Comm) Abort(code int) error {
+	p := c.p
+	err := p.boot.Abort(code, fmt.Sprintf("rank %d called Abort(%d)", p.rank, code))
+	if p.shut(ErrAborted) {
+		if p.ln != nil {
+			p.ln.Close()
+		}
+		for _, pe := range p.peers {
+			if l := pe.current(); l != nil {
+				l.close()
+			}
+			pe.fail(ErrAborted)
+		}
+		p.eng.failAll(ErrAborted)
+	}
+	return err
+}
+
+// ProcessorName is this host's name.
+func (c *Comm) ProcessorName() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	return h
+}
+
+// addrOf returns a peer's published address (cached).
+func (p *proc) addrOf(ctx context.Context, rank int) (string, error) {
+	p.addrMu.Lock()
+	defer p.addrMu.Unlock()
+	if a, ok := p.addrs[rank]; ok {
+		return a, nil
+	}
+	a, err := p.boot.Get(ctx, kvsAddr+strconv.Itoa(rank))
+	if err != nil {
+		return "", err
+	}
+	p.addrs[rank] = a
+	return a, nil
+}

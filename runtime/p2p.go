@@ -1,0 +1,384 @@
+package mpi
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"unsafe"
+)
+
+// Number is the element type of typed buffers. Buffers travel as their
+// in-memory bytes (no encoding), so all ranks must share byte order, which
+// every platform Go runs MPI jobs on does (little endian).
+type Number interface {
+	~int | ~int8 | ~int16 | ~int32 | ~int64 |
+		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
+		~float32 | ~float64
+}
+
+// asBytes reinterprets buf's memory as bytes, without copying.
+func asBytes[T Number](buf []T) []byte {
+	if len(buf) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(buf))), len(buf)*int(unsafe.Sizeof(buf[0])))
+}
+
+func sizeOf[T Number]() int {
+	var z T
+	return int(unsafe.Sizeof(z))
+}
+
+// Send sends buf to rank dest of c with tag, and returns when buf may be
+// reused: at once for small messages, after the receiver took the data for
+// large ones (rendezvous).
+func Send[T Number](c *Comm, buf []T, dest, tag int) error {
+	_, err := Isend(c, buf, dest, tag).Wait(context.Background())
+	return err
+}
+
+// Isend starts a send; buf must not change until the request completes.
+// Errors (a bad rank, a failed peer) are reported by the request.
+func Isend[T Number](c *Comm, buf []T, dest, tag int) *Request {
+	if err := checkTag(tag, false); err != nil {
+		return doneRequest(err)
+	}
+	return c.isend(c.ctx, asBytes(buf), dest, tag)
+}
+
+// Recv receives into buf from rank src (or AnySource) with tag (or AnyTag).
+// A longer message fills buf and returns an error wrapping ErrTruncate.
+func Recv[T Number](c *Comm, buf []T, src, tag int) (Status, error) {
+	return Irecv(c, buf, src, tag).Wait(context.Background())
+}
+
+// Irecv starts a receive into buf. Errors are reported by the request.
+func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
+	if err := checkTag(tag, true); err != nil {
+		return doneRequest(err)
+	}
+	return c.irecv(c.ctx, asBytes(buf), sizeOf[T](), src, tag, false)
+}
+
+// Sendrecv sends sendbuf to dest and receives into recvbuf from src at the
+// same time, so exchanges between pairs cannot deadlock.
+func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
+	rr := Irecv(c, recvbuf, src, recvtag)
+	sr := Isend(c, sendbuf, dest, sendtag)
+	st, rerr := rr.Wait(context.Background())
+	_, serr := sr.Wait(context.Background())
+	if rerr != nil {
+		return st, rerr
+	}
+	return st, serr
+}
+
+// Probe blocks until a message matching (src, tag) can be received and
+// describes it without receiving it; Count is in elements of T.
+func Probe[T Number](c *Comm, src, tag int) (Status, error) {
+	return ProbeContext[T](context.Background(), c, src, tag)
+}
+
+// ProbeContext is Probe that gives up when ctx ends.
+func ProbeContext[T Number](ctx context.Context, c *Comm, src, tag int) (Status, error) {
+	for {
+		ok, st, ch, err := c.iprobe(src, tag, sizeOf[T]())
+		if ok || err != nil {
+			return st, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Status{}, fmt.Errorf("mpi: probe: %w", ctx.Err())
+		}
+	}
+}
+
+// Iprobe reports whether a message matching (src, tag) can be received now.
+func Iprobe[T Number](c *Comm, src, tag int) (bool, Status, error) {
+	ok, st, _, err := c.iprobe(src, tag, sizeOf[T]())
+	return ok, st, err
+}
+
+func (c *Comm) iprobe(src, tag, elem int) (bool, Status, <-chan struct{}, error) {
+	if err := checkTag(tag, true); err != nil {
+		return false, Status{}, nil, err
+	}
+	op, err := c.newRecvOp(c.ctx, nil, elem, src, tag)
+	if err != nil {
+		return false, Status{}, nil, err
+	}
+	m, ch, err := c.p.eng.probe(op)
+	if err != nil || m == nil {
+		return false, Status{}, ch, err
+	}
+	n := len(m.data)
+	if m.rts {
+		n = m.length
+	}
+	return true, Status{Source: m.src, Tag: m.tag, Count: n / elem, Bytes: n}, nil, nil
+}
+
+func checkTag(tag int, wild bool) error {
+	if (tag < 0 && !(wild && tag == AnyTag)) || tag > math.MaxInt32 {
+		return fmt.Errorf("%w: %d", ErrTag, tag)
+	}
+	return nil
+}
+
+type gobCodec struct{}
+
+func (gobCodec) Marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	err := gob.NewEncoder(&b).Encode(v)
+	return b.Bytes(), err
+}
+
+func (gobCodec) Unmarshal(data []byte, v any) error {
+	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
+}
+
+// SendValue sends any value the Codec (default encoding/gob) can encode.
+func (c *Comm) SendValue(v any, dest, tag int) error {
+	if err := checkTag(tag, false); err != nil {
+		return err
+	}
+	data, err := c.p.cfg.Codec.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("mpi: send value: %w", err)
+	}
+	_, err = c.isend(c.ctx, data, dest, tag).Wait(context.Background())
+	return err
+}
+
+// RecvValue receives a value sent with SendValue into ptr.
+func (c *Comm) RecvValue(ptr any, src, tag int) (Status, error) {
+	if err := checkTag(tag, true); err != nil {
+		return Status{}, err
+	}
+	r := c.irecv(c.ctx, nil, 1, src, tag, true)
+	st, err := r.Wait(context.Background())
+	if err != nil {
+		return st, err
+	}
+	if err := c.p.cfg.Codec.Unmarshal(r.data, ptr); err != nil {
+		return st, fmt.Errorf("mpi: recv value: %w", err)
+	}
+	return st, nil
+}
+
+// isend sends data on context ctx.
+func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
+	p := c.p
+	if err := p.errClosed(); err != nil {
+		return doneRequest(err)
+	}
+	if dest < 0 || dest >= len(c.group) {
+		return doneRequest(fmt.Errorf("%w: destination %d (communicator of %d)", ErrRank, dest, len(c.group)))
+	}
+	w := c.group[dest]
+	if w == p.rank {
+		m := &message{ctx: ctx, src: c.rank, tag: tag, srcWorld: w, data: append([]byte(nil), data...)}
+		if op := p.eng.arrive(m); op != nil {
+			p.deliver(op, m.src, m.tag, m.data)
+		}
+		return doneRequest(nil)
+	}
+	pe := p.peers[w]
+	l, err := p.getLink(p.ctx, pe)
+	if err != nil {
+		return doneRequest(err)
+	}
+	req := newRequest()
+	h := header{Ctx: ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data))}
+	if len(data) <= p.cfg.EagerLimit {
+		h.Type = frameEager
+		l.send(&outFrame{h: h, payload: data, done: func(err error) { req.complete(Status{}, err) }})
+		return req
+	}
+	h.Type = frameRTS
+	h.ID = p.reqID.Add(1)
+	pe.mu.Lock()
+	if pe.err != nil {
+		err := pe.err
+		pe.mu.Unlock()
+		return doneRequest(err)
+	}
+	pe.sends[h.ID] = &sendOp{req: req, payload: data}
+	pe.mu.Unlock()
+	l.send(&outFrame{h: h, done: func(err error) {
+		if err != nil {
+			pe.mu.Lock()
+			delete(pe.sends, h.ID)
+			pe.mu.Unlock()
+			req.complete(Status{}, err)
+		}
+	}})
+	return req
+}
+
+func (c *Comm) newRecvOp(ctx uint32, buf []byte, elem, src, tag int) (*recvOp, error) {
+	if err := c.p.errClosed(); err != nil {
+		return nil, err
+	}
+	op := &recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}
+	if src != AnySource {
+		if src < 0 || src >= len(c.group) {
+			return nil, fmt.Errorf("%w: source %d (communicator of %d)", ErrRank, src, len(c.group))
+		}
+		op.srcWorld = c.group[src]
+	}
+	return op, nil
+}
+
+// irecv posts a receive on context ctx.
+func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
+	op, err := c.newRecvOp(ctx, buf, elem, src, tag)
+	if err != nil {
+		return doneRequest(err)
+	}
+	op.alloc = alloc
+	req := newRequest()
+	op.req = req
+	req.op, req.eng = op, c.p.eng
+	m, err := c.p.eng.post(op)
+	if err != nil {
+		req.complete(Status{}, err)
+	} else if m != nil {
+		c.p.matched(op, m)
+	}
+	return req
+}
+
+// matched finishes a receive that matched an unexpected message.
+func (p *proc) matched(op *recvOp, m *message) {
+	if !m.rts {
+		p.deliver(op, m.src, m.tag, m.data)
+		return
+	}
+	p.acceptRTS(op, m.pe, m.src, m.tag, m.length, m.id, m.ctx)
+}
+
+// acceptRTS answers a matched rendezvous with CTS; DATA then lands in
+// op's buffer.
+func (p *proc) acceptRTS(op *recvOp, pe *peer, src, tag, length int, id uint64, ctx uint32) {
+	op.src, op.tag = src, tag // from now on: the matched envelope
+	pe.mu.Lock()
+	if pe.err != nil {
+		err := pe.err
+		pe.mu.Unlock()
+		op.req.complete(Status{}, err)
+		return
+	}
+	l := pe.ln
+	if l == nil {
+		pe.mu.Unlock()
+		op.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: errors.New("no connection")})
+		return
+	}
+	pe.rdv[id] = op
+	pe.mu.Unlock()
+	l.send(&outFrame{h: header{Type: frameCTS, Ctx: ctx, Src: int32(src), ID: id}})
+}
+
+// deliver completes op with an eager message's data.
+func (p *proc) deliver(op *recvOp, src, tag int, data []byte) {
+	if op.alloc {
+		op.req.data = data
+		op.req.complete(Status{Source: src, Tag: tag, Count: len(data), Bytes: len(data)}, nil)
+		return
+	}
+	n := copy(op.buf, data)
+	op.req.complete(recvStatus(op, src, tag, n), truncErr(len(data), len(op.buf)))
+}
+
+func recvStatus(op *recvOp, src, tag, n int) Status {
+	return Status{Source: src, Tag: tag, Count: n / op.elem, Bytes: n}
+}
+
+func truncErr(msg, buf int) error {
+	if msg > buf {
+		return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+	}
+	return nil
+}
+
+// dispatch handles one incoming frame from pe; r yields its payload.
+// A returned error drops the link.
+func (p *proc) dispatch(pe *peer, l link, h header, r *bufio.Reader) error {
+	src, tag := int(h.Src), int(h.Tag)
+	switch h.Type {
+	case frameEager:
+		if op := p.eng.takePosted(h.Ctx, src, tag); op != nil {
+			return p.readInto(op, pe, src, tag, int(h.Len), r)
+		}
+		data := make([]byte, h.Len)
+		if _, err := io.ReadFull(r, data); err != nil {
+			return err
+		}
+		m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, data: data}
+		if op := p.eng.arrive(m); op != nil {
+			p.deliver(op, src, tag, data)
+		}
+	case frameRTS:
+		if h.Len > math.MaxInt {
+			return errFrame
+		}
+		m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, rts: true, length: int(h.Len), id: h.ID, pe: pe}
+		if op := p.eng.arrive(m); op != nil {
+			p.acceptRTS(op, pe, src, tag, m.length, h.ID, h.Ctx)
+		}
+	case frameCTS:
+		pe.mu.Lock()
+		s := pe.sends[h.ID]
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		if s == nil {
+			return fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
+		}
+		l.send(&outFrame{h: header{Type: frameData, Ctx: h.Ctx, Len: uint64(len(s.payload)), ID: h.ID},
+			payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
+	case frameData:
+		pe.mu.Lock()
+		op := pe.rdv[h.ID]
+		delete(pe.rdv, h.ID)
+		pe.mu.Unlock()
+		if op == nil {
+			return fmt.Errorf("%w: data for unknown id %d", errFrame, h.ID)
+		}
+		return p.readInto(op, pe, op.src, op.tag, int(h.Len), r)
+	}
+	return nil
+}
+
+// readInto reads an n-byte payload straight into op's buffer and
+// completes op; bytes beyond the buffer are discarded (truncation).
+func (p *proc) readInto(op *recvOp, pe *peer, src, tag, n int, r *bufio.Reader) error {
+	if op.alloc {
+		data := make([]byte, n)
+		if _, err := io.ReadFull(r, data); err != nil {
+			op.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
+			return err
+		}
+		p.deliver(op, src, tag, data)
+		return nil
+	}
+	k := min(n, len(op.buf))
+	if _, err := io.ReadFull(r, op.buf[:k]); err != nil {
+		op.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
+		return err
+	}
+	if n > k {
+		if _, err := r.Discard(n - k); err != nil {
+			op.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
+			return err
+		}
+	}
+	op.req.complete(recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
+	return nil
+}

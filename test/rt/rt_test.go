@@ -1,0 +1,204 @@
+// Package rt runs real multi-process jobs of Go rank programs that use the
+// runtime (package mpi): under gompiexec, under MPICH's mpiexec.hydra, and
+// under a launcher-free harness where the test serves PMI itself (so a rank
+// can die without the launcher tearing the job down).
+package rt
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/pmi"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gompi-rt-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	build := exec.Command("go", "build", "-o", dir+"/",
+		"github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy",
+		"github.com/gompi/gompi/test/rt/progs/rtprog", "github.com/gompi/gompi/examples/pi")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building binaries:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func bin(name string) string { return filepath.Join(binDir, name) }
+
+// run runs a command with a deadline and returns its combined output.
+func run(t *testing.T, limit time.Duration, name string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = append(os.Environ(), "GOMPI_PROXY="+bin("gompi-proxy"))
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("%s %v did not finish within %s:\n%s", name, args, limit, out)
+	}
+	return string(out), err
+}
+
+// wantOK checks that every rank of n printed "rank R: ok".
+func wantOK(t *testing.T, out string, n int) {
+	t.Helper()
+	for r := 0; r < n; r++ {
+		if !strings.Contains(out, fmt.Sprintf("rank %d: ok\n", r)) {
+			t.Fatalf("rank %d did not report ok:\n%s", r, out)
+		}
+	}
+}
+
+func TestGompiexecAll(t *testing.T) {
+	for _, n := range []int{1, 2, 4, 8} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			out, err := run(t, 2*time.Minute, bin("gompiexec"), "-n", strconv.Itoa(n), bin("rtprog"), "all")
+			if err != nil {
+				t.Fatalf("%v:\n%s", err, out)
+			}
+			wantOK(t, out, n)
+		})
+	}
+}
+
+func TestGompiexecStranger(t *testing.T) {
+	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-n", "3", bin("rtprog"), "stranger")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	if !strings.Contains(out, "stranger dropped") {
+		t.Fatalf("no stranger line:\n%s", out)
+	}
+	wantOK(t, out, 3)
+}
+
+// A rank that leaves without the runtime's Finalize (but after PMI
+// finalize, so gompiexec lets the job go on): the others get *PeerError.
+func TestGompiexecPeerLeaves(t *testing.T) {
+	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-n", "4", bin("rtprog"), "die")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	for r := 0; r < 3; r++ {
+		if !strings.Contains(out, fmt.Sprintf("rank %d: saw mpi: peer rank 3", r)) {
+			t.Fatalf("rank %d did not see the peer error:\n%s", r, out)
+		}
+	}
+	wantOK(t, out, 3)
+}
+
+func TestPiExample(t *testing.T) {
+	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-n", "4", bin("pi"), "-n", "1000000")
+	if err != nil || !strings.Contains(out, "pi is approximately 3.14159") {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+}
+
+func TestHydra(t *testing.T) {
+	hydra, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		t.Skip("mpiexec.hydra not installed (test/setup.sh installs Debian's mpich): skipping")
+	}
+	out, err := run(t, 2*time.Minute, hydra, "-n", "4", bin("rtprog"), "all")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	wantOK(t, out, 4)
+}
+
+// harnessUplink connects the test's PMI node straight to a pmi.Job.
+type harnessUplink struct{ job *pmi.Job }
+
+func (u harnessUplink) Fence(ctx context.Context, puts []pmi.KV) (map[string]string, error) {
+	return u.job.Fence(ctx, 0, puts)
+}
+func (u harnessUplink) Abort(rank, code int, msg string) error         { return nil }
+func (u harnessUplink) Publish(context.Context, string, string) error  { return nil }
+func (u harnessUplink) Unpublish(context.Context, string) error        { return nil }
+func (u harnessUplink) Lookup(context.Context, string) (string, error) { return "", pmi.ErrNotFound }
+
+// A rank killed by SIGKILL, with no launcher to end the job: the
+// survivors' pending and later operations with it return *PeerError
+// promptly and the survivors finish normally.
+func TestHarnessPeerKilled(t *testing.T) {
+	const n = 4
+	job := pmi.NewJob(1)
+	defer job.Close(nil)
+	ranks := make([]int, n)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	node, err := pmi.NewNode(pmi.NodeConfig{KVSName: "kvs_harness", Size: n, Ranks: ranks, UniverseSize: n, Uplink: harnessUplink{job}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go node.Serve(ctx, -1, c)
+		}
+	}()
+	outs := make([]strings.Builder, n)
+	cmds := make([]*exec.Cmd, n)
+	for r := 0; r < n; r++ {
+		cmd := exec.CommandContext(ctx, bin("rtprog"), "kill")
+		cmd.Env = append(os.Environ(), "PMI_PORT="+ln.Addr().String(), "PMI_ID="+strconv.Itoa(r))
+		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = cmd
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for r := range cmds {
+		wg.Add(1)
+		go func(r int) {
+			defer wg.Done()
+			errs[r] = cmds[r].Wait()
+		}(r)
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		t.Fatal("ranks did not finish in time")
+	}
+	if errs[n-1] == nil || !strings.Contains(errs[n-1].Error(), "killed") {
+		t.Fatalf("victim: %v\n%s", errs[n-1], outs[n-1].String())
+	}
+	for r := 0; r < n-1; r++ {
+		out := outs[r].String()
+		if errs[r] != nil || !strings.Contains(out, fmt.Sprintf("rank %d: saw mpi: peer rank %d", r, n-1)) ||
+			!strings.Contains(out, fmt.Sprintf("rank %d: ok", r)) {
+			t.Fatalf("rank %d: %v\n%s", r, errs[r], out)
+		}
+	}
+}
