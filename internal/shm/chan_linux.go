@@ -164,10 +164,13 @@ func create(ctx context.Context, path string, o Options) (*Chan, error) {
 	futexWake(unsafe.Pointer(state))
 
 	for state.Load() != stateAttached {
-		if err := ctx.Err(); err != nil {
-			return fail(fmt.Errorf("shm: waiting for the peer to open %s: %w", path, err))
+		err := waitCtx(ctx, state, stateReady, o.Poll)
+		if err == nil && o.Alive != nil {
+			if err = o.Alive(); err != nil {
+				err = fmt.Errorf("%w: %w", ErrPeerDead, err)
+			}
 		}
-		if err := waitCtx(ctx, state, stateReady, o.Poll); err != nil {
+		if err != nil && state.Load() != stateAttached {
 			return fail(fmt.Errorf("shm: waiting for the peer to open %s: %w", path, err))
 		}
 	}
@@ -180,6 +183,7 @@ func open(ctx context.Context, path string, o Options) (*Chan, error) {
 	var fd int
 	var err error
 	backoff := 200 * time.Microsecond
+	var waited time.Duration
 	for {
 		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
 		if err == nil {
@@ -199,6 +203,12 @@ func open(ctx context.Context, path string, o Options) (*Chan, error) {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("shm: waiting for %s: %w", path, ctx.Err())
 		case <-time.After(backoff):
+		}
+		if waited += backoff; waited >= o.Poll && o.Alive != nil {
+			waited = 0
+			if err := o.Alive(); err != nil {
+				return nil, fmt.Errorf("shm: waiting for %s: %w: %w", path, ErrPeerDead, err)
+			}
 		}
 		backoff = min(2*backoff, 10*time.Millisecond)
 	}
@@ -534,6 +544,28 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 }
 
 const maxInt = int(^uint(0) >> 1)
+
+// Pending reports whether a message has at least started to arrive, so that
+// a progress loop polling several transports can call Recv only when it
+// would not wait for the first byte. (A Recv with an already cancelled
+// context is no substitute: it would break the channel if it had to wait
+// for the rest of a long message.)
+func (c *Chan) Pending() bool {
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	if c.closing.Load() || c.rxErr != nil {
+		return false
+	}
+	if c.rx.cache != c.rx.pos {
+		return true
+	}
+	c.rx.cache = c.rx.head.Load()
+	if c.rx.cache-c.rx.pos > c.rx.size() {
+		c.rx.cache = c.rx.pos // corrupt: Recv rereads the head and reports it
+		return true
+	}
+	return c.rx.cache != c.rx.pos
+}
 
 // RecvBytes receives one message into a new slice.
 func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) {

@@ -25,3 +25,6 @@ func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) { return nil, ErrU
 
 // Close does nothing.
 func (c *Chan) Close() error { return nil }
+
+// Pending returns false.
+func (c *Chan) Pending() bool { return false }

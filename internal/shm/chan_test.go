@@ -453,3 +453,32 @@ func TestBadArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestPending(t *testing.T) {
+	a, b := pair(t, nil)
+	ctx := context.Background()
+	if b.Pending() {
+		t.Fatal("pending on an empty channel")
+	}
+	a.Send(ctx, nil, []byte("x"))
+	if !b.Pending() || !b.Pending() {
+		t.Fatal("not pending after a send")
+	}
+	b.RecvBytes(ctx)
+	if b.Pending() {
+		t.Fatal("pending after the receive")
+	}
+}
+
+func TestConnectAlive(t *testing.T) {
+	gone := errors.New("peer's proxy reported it dead")
+	opt := &Options{Dir: t.TempDir(), Poll: 20 * time.Millisecond, Alive: func() error { return gone }}
+	for _, self := range []int{0, 1} {
+		t0 := time.Now()
+		_, err := Connect(context.Background(), "j", self, 1-self, opt)
+		if !errors.Is(err, ErrPeerDead) || !errors.Is(err, gone) || time.Since(t0) > time.Second {
+			t.Fatalf("rank %d: %v after %v", self, err, time.Since(t0))
+		}
+	}
+	dirEmpty(t, opt.Dir)
+}
