@@ -461,8 +461,10 @@ func TestPending(t *testing.T) {
 		t.Fatal("pending on an empty channel")
 	}
 	a.Send(ctx, nil, []byte("x"))
-	if !b.Pending() || !b.Pending() {
-		t.Fatal("not pending after a send")
+	for range 2 { // the second answer comes from the cached head
+		if !b.Pending() {
+			t.Fatal("not pending after a send")
+		}
 	}
 	b.RecvBytes(ctx)
 	if b.Pending() {
