@@ -484,3 +484,27 @@ func TestConnectAlive(t *testing.T) {
 	}
 	dirEmpty(t, opt.Dir)
 }
+
+func TestOpenRejectsCorruptFile(t *testing.T) {
+	dir := t.TempDir()
+	for i, mutate := range []func(img []byte){
+		func(img []byte) { img[offMagic] ^= 1 },
+		func(img []byte) { img[offVersion] = 9 },
+		func(img []byte) { binary.NativeEndian.PutUint64(img[offRingSize:], 3*MinRingSize) },
+		func(img []byte) { binary.NativeEndian.PutUint64(img[offRingSize:], 2*MinRingSize) }, // file too short for it
+		func(img []byte) { img[offState] = stateAttached },
+	} {
+		img := image()
+		mutate(img)
+		job := fmt.Sprint("corrupt", i)
+		if err := os.WriteFile(filepath.Join(dir, Name(job, 0, 1)), img, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := Connect(ctx, job, 1, 0, &Options{Dir: dir})
+		cancel()
+		if !errors.Is(err, ErrCorrupt) {
+			t.Errorf("case %d: %v", i, err)
+		}
+	}
+}
