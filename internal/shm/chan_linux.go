@@ -37,9 +37,11 @@ const (
 
 	// Within a ring's control block.
 	rcHead     = 0   // uint64 bytes ever written (producer)
-	rcConsWait = 128 // uint32, consumer sleeps (or is about to) on head
+	rcConsWait = 128 // uint32, consumer sleeps (or is about to)
+	rcConsSeq  = 132 // uint32 futex word the consumer sleeps on
 	rcTail     = 256 // uint64 bytes ever consumed (consumer)
-	rcProdWait = 384 // uint32, producer sleeps (or is about to) on tail
+	rcProdWait = 384 // uint32, producer sleeps (or is about to)
+	rcProdSeq  = 388 // uint32 futex word the producer sleeps on
 
 	fileMagic   = 0x314d48534f504d47 // "GMPOSHM1" read little-endian
 	fileVersion = 1
@@ -59,21 +61,11 @@ const (
 	publishChunk = 64 << 10
 )
 
-// lowOff is the offset of the low 32 bits of a uint64: the futex word of a
-// 64-bit counter, which changes whenever the counter moves (it cannot move
-// by 2^32 while a waiter holds the other counter still).
-var lowOff = func() uintptr {
-	x := uint16(1)
-	if *(*byte)(unsafe.Pointer(&x)) == 1 {
-		return 0
-	}
-	return 4
-}()
-
 // ring is one direction as seen by one side (producer or consumer).
 type ring struct {
 	head, tail         *atomic.Uint64
-	consWait, prodWait *atomic.Uint32
+	consWait, prodWait *atomic.Uint32 // "I sleep, wake me" flags
+	consSeq, prodSeq   *atomic.Uint32 // futex words, bumped by every wake-up
 	data               []byte
 	mask               uint64
 	pos                uint64 // own counter: head for the producer, tail for the consumer
@@ -324,6 +316,8 @@ func mkRing(mem []byte, i, rs int) ring {
 		tail:     u64(mem, cb+rcTail),
 		consWait: u32(mem, cb+rcConsWait),
 		prodWait: u32(mem, cb+rcProdWait),
+		consSeq:  u32(mem, cb+rcConsSeq),
+		prodSeq:  u32(mem, cb+rcProdSeq),
 		data:     mem[d : d+rs : d+rs],
 		mask:     uint64(rs - 1),
 	}
@@ -429,7 +423,7 @@ func (c *Chan) refreshTx(ctx context.Context, k uint64) error {
 	// Publish what we have before sleeping, or the consumer could never
 	// free the space we are waiting for.
 	c.publishTx()
-	t, err := c.await(ctx, r.tail, r.prodWait, func(t uint64) bool {
+	t, err := c.await(ctx, r.tail, r.prodWait, r.prodSeq, func(t uint64) bool {
 		used := r.pos - t
 		return used > r.size() || r.size()-used >= k
 	})
@@ -478,7 +472,7 @@ func (c *Chan) publishTx() {
 	r.head.Store(r.pos)
 	r.published = r.pos
 	if r.consWait.Load() != 0 {
-		futexWake(unsafe.Add(unsafe.Pointer(r.head), lowOff))
+		wake(r.consSeq)
 	}
 }
 
@@ -490,7 +484,7 @@ func (c *Chan) publishRx() {
 	r.tail.Store(r.pos)
 	r.published = r.pos
 	if r.prodWait.Load() != 0 {
-		futexWake(unsafe.Add(unsafe.Pointer(r.tail), lowOff))
+		wake(r.prodSeq)
 	}
 }
 
@@ -601,7 +595,7 @@ func (c *Chan) refreshRx(ctx context.Context, k uint64) error {
 		// waiting for exactly that space).
 		c.publishRx()
 		var err error
-		h, err = c.await(ctx, r.head, r.consWait, func(h uint64) bool {
+		h, err = c.await(ctx, r.head, r.consWait, r.consSeq, func(h uint64) bool {
 			return h-r.pos >= k
 		})
 		if err != nil {
@@ -644,11 +638,16 @@ func (c *Chan) take(ctx context.Context, dst []byte, skip uint64) error {
 	return nil
 }
 
-// await waits until ok(w.Load()): it spins for opt.Spin (yielding to other
-// goroutines now and then), then sleeps on the futex under w's low 32 bits
-// after raising flag, which tells the other side to wake it. Every opt.Poll
-// it checks that the peer is alive.
-func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
+// await waits until ok(w.Load()). It spins for opt.Spin (yielding to other
+// goroutines now and then), then raises flag, which asks the other side to
+// wake it through seq, and sleeps on the futex seq. Every opt.Poll it checks
+// that the peer is alive.
+//
+// No wake-up is lost: every waker (the other side publishing, either side
+// closing, ctx's cancellation) changes seq before the futex call, and the
+// waiter reads seq before its last look at the condition, so a wake-up
+// after that look makes FUTEX_WAIT return at once.
+func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
 	var t0 time.Time
 	for i := 1; c.opt.Spin > 0; i++ {
 		if v := w.Load(); ok(v) {
@@ -666,17 +665,15 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag *atomic.Uint32,
 			runtime.Gosched()
 		}
 	}
-	addr := unsafe.Add(unsafe.Pointer(w), lowOff)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { futexWake(addr) })
+		stop := context.AfterFunc(ctx, func() { wake(seq) })
 		defer stop()
 	}
 	flag.Store(1)
 	defer flag.Store(0)
 	last := time.Now()
 	for {
-		// After raising the flag, check once more before sleeping: the
-		// other side may have moved just before it could see the flag.
+		s := seq.Load()
 		v := w.Load()
 		if ok(v) {
 			return v, nil
@@ -687,7 +684,7 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag *atomic.Uint32,
 			}
 			return 0, err
 		}
-		futexWait(addr, uint32(v), c.opt.Poll)
+		futexWait(unsafe.Pointer(seq), s, c.opt.Poll)
 		if time.Since(last) >= c.opt.Poll {
 			last = time.Now()
 			if err := c.peerAlive(); err != nil {
@@ -698,6 +695,12 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag *atomic.Uint32,
 			}
 		}
 	}
+}
+
+// wake bumps a futex word and wakes its sleepers.
+func wake(seq *atomic.Uint32) {
+	seq.Add(1)
+	futexWake(unsafe.Pointer(seq))
 }
 
 func (c *Chan) stopped(ctx context.Context) bool {
@@ -731,8 +734,8 @@ func (c *Chan) markClosed() {
 	}
 	c.closedSelf.Store(1)
 	for _, r := range []*ring{&c.tx, &c.rx} {
-		futexWake(unsafe.Add(unsafe.Pointer(r.head), lowOff))
-		futexWake(unsafe.Add(unsafe.Pointer(r.tail), lowOff))
+		wake(r.consSeq)
+		wake(r.prodSeq)
 	}
 }
 
@@ -741,8 +744,6 @@ func (c *Chan) markClosed() {
 // for this side's calls in progress to return and unmaps the memory.
 func (c *Chan) Close() error {
 	c.markClosed()
-	// A call in another goroutine may be between the check and the futex
-	// sleep; it returns within opt.Poll at most.
 	c.sendMu.Lock()
 	c.recvMu.Lock()
 	defer c.sendMu.Unlock()

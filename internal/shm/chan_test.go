@@ -508,3 +508,73 @@ func TestOpenRejectsCorruptFile(t *testing.T) {
 		}
 	}
 }
+
+// TestNoLostWakeups: with no spinning, every wait goes to the futex, and a
+// lost wake-up would stall a round trip for the whole 10 s Poll.
+func TestNoLostWakeups(t *testing.T) {
+	a, b := pair(t, &Options{Spin: -1, Poll: 10 * time.Second, RingSize: 4096})
+	ctx := context.Background()
+	n := 20000
+	if testing.Short() {
+		n = 2000
+	}
+	go func() {
+		buf := make([]byte, 3000)
+		for {
+			m, err := b.Recv(ctx, func(n int) []byte { return buf[:n] })
+			if err != nil {
+				return
+			}
+			if b.Send(ctx, nil, buf[:m]) != nil {
+				return
+			}
+		}
+	}()
+	t0 := time.Now()
+	buf := make([]byte, 3000)
+	for i := range n {
+		size := []int{8, 3000}[i%2] // 3000: the sender also waits for space
+		if err := a.Send(ctx, nil, buf[:size]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Recv(ctx, func(n int) []byte { return buf[:n] }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := time.Since(t0)
+	t.Logf("%d sleeping round trips in %v (%v each)", n, d, d/time.Duration(n))
+	if d > 5*time.Second {
+		t.Fatalf("too slow: lost wake-ups?")
+	}
+}
+
+// TestCancelAndCloseRaces: cancellation and Close racing with a call going
+// to sleep must still end it at once, not after Poll.
+func TestCancelAndCloseRaces(t *testing.T) {
+	for i := range 200 {
+		a, b := pair(t, &Options{Spin: -1, Poll: 10 * time.Second, RingSize: 4096})
+		ctx, cancel := context.WithCancel(context.Background())
+		r := blocked(func() error { _, err := b.RecvBytes(ctx); return err })
+		if i%2 == 0 {
+			time.Sleep(time.Duration(i) * time.Microsecond)
+		}
+		cancel()
+		select {
+		case <-r:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("iteration %d: cancel did not wake the receiver", i)
+		}
+		r = blocked(func() error { _, err := b.RecvBytes(context.Background()); return err })
+		r2 := blocked(func() error { _, err := a.RecvBytes(context.Background()); return err })
+		time.Sleep(time.Duration(i) * time.Microsecond)
+		a.Close()
+		for _, c := range []<-chan [2]any{r, r2} {
+			select {
+			case <-c:
+			case <-time.After(2 * time.Second):
+				t.Fatalf("iteration %d: close did not wake a receiver", i)
+			}
+		}
+		b.Close()
+	}
+}
