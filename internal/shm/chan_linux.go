@@ -492,7 +492,8 @@ func (c *Chan) publishRx() {
 // returns the buffer to copy it into, so the bytes go from the ring straight
 // into the caller's memory. If the buffer is shorter, the rest of the message
 // is discarded and Recv returns ErrTruncated (a nil buffer discards the whole
-// message). Recv returns the message length.
+// message, as does a nil dst). Recv returns the message length. dst runs
+// with the receive lock held, so it must not call Recv.
 //
 // Messages completely sent before the peer closed are still delivered; after
 // them Recv returns ErrClosed. A Recv cancelled half-way through a message
@@ -524,7 +525,10 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 	}
 	r.pos += frameBytes
 	n := int(n64)
-	buf := dst(n)
+	var buf []byte
+	if dst != nil {
+		buf = dst(n)
+	}
 	m := min(len(buf), n)
 	err = c.take(ctx, buf[:m], uint64(n-m)+(-n64&7))
 	if err != nil {

@@ -73,7 +73,8 @@ type Options struct {
 	// Alive, if set, is called about every Poll while a call is blocked; a
 	// non-nil result ends the call with an error wrapping ErrPeerDead. The
 	// peer's pid (recorded in the header) is checked too, when both sides
-	// share a pid namespace.
+	// share a pid namespace. Blocked Send and Recv may call it at the same
+	// time, so it must be safe for concurrent use.
 	Alive func() error
 }
 
