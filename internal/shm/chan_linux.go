@@ -1,0 +1,761 @@
+//go:build linux
+
+package shm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// File layout (offsets in bytes; see docs/shm.md). Counters and flags that
+// different sides write live 128 bytes apart so that neither they nor the
+// adjacent-line prefetcher make the two cores fight over a line.
+const (
+	hdrSize = 4096
+
+	offMagic    = 0   // uint64, fileMagic
+	offVersion  = 8   // uint32
+	offState    = 12  // uint32 futex word: stateInit -> stateReady -> stateAttached
+	offRingSize = 16  // uint64, bytes per direction
+	offPid      = 24  // 2 x uint32, pid of side 0 (creator) and side 1
+	offStart    = 32  // 2 x uint64, start time of those pids (against pid reuse)
+	offPidNS    = 48  // 2 x uint64, pid namespace inode (pids compare only within one)
+	offClosed   = 128 // 2 x uint32, side i has closed
+	offRings    = 256 // ring i's control block at offRings + i*ringStride
+	ringStride  = 512
+
+	// Within a ring's control block.
+	rcHead     = 0   // uint64 bytes ever written (producer)
+	rcConsWait = 128 // uint32, consumer sleeps (or is about to)
+	rcConsSeq  = 132 // uint32 futex word the consumer sleeps on
+	rcTail     = 256 // uint64 bytes ever consumed (consumer)
+	rcProdWait = 384 // uint32, producer sleeps (or is about to)
+	rcProdSeq  = 388 // uint32 futex word the producer sleeps on
+
+	fileMagic   = 0x314d48534f504d47 // "GMPOSHM1" read little-endian
+	fileVersion = 1
+
+	stateInit     = 0
+	stateReady    = 1
+	stateAttached = 2
+
+	// A frame header is one 8-byte word: frameTag in the top 16 bits, the
+	// message length in the low 48. Frames start 8-aligned, so a header never
+	// straddles the wrap-around point; the body may and is split-copied.
+	frameTag   = 0xA55A
+	frameBytes = 8
+
+	// publishChunk: a long message's producer publishes its head (and its
+	// consumer its tail) every this many bytes, so both copy concurrently.
+	publishChunk = 64 << 10
+)
+
+// ring is one direction as seen by one side (producer or consumer).
+type ring struct {
+	head, tail         *atomic.Uint64
+	consWait, prodWait *atomic.Uint32 // "I sleep, wake me" flags
+	consSeq, prodSeq   *atomic.Uint32 // futex words, bumped by every wake-up
+	data               []byte
+	mask               uint64
+	pos                uint64 // own counter: head for the producer, tail for the consumer
+	cache              uint64 // last value read of the other side's counter
+	published          uint64 // own counter as last stored in shared memory
+}
+
+func (r *ring) size() uint64 { return r.mask + 1 }
+
+// Chan is one end of a bidirectional channel. Send and Recv may be called
+// from different goroutines at once; concurrent Sends (or Recvs) serialize.
+type Chan struct {
+	mem  []byte
+	side int // 0: creator, 1: opener
+	opt  Options
+
+	closedSelf, closedPeer *atomic.Uint32
+	peerPid                int
+	peerStart              uint64
+	checkPid               bool
+	closing                atomic.Bool
+
+	sendMu sync.Mutex
+	tx     ring
+	txErr  error // sticky: a Send that failed mid-message broke the stream
+
+	recvMu sync.Mutex
+	rx     ring
+	rxErr  error // sticky: corrupt stream
+}
+
+func u64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
+func u32(mem []byte, off int) *atomic.Uint32 { return (*atomic.Uint32)(unsafe.Pointer(&mem[off])) }
+
+// Connect sets up the channel between ranks self and peer of a job, blocking
+// until both have mapped the file (or ctx ends). The lower rank creates and
+// initialises the file, the higher one waits for it; once both have mapped it
+// it is unlinked, so nothing is left behind even if both then crash.
+func Connect(ctx context.Context, jobID string, self, peer int, opt *Options) (*Chan, error) {
+	if err := checkJobID(jobID); err != nil {
+		return nil, err
+	}
+	if self == peer || self < 0 || peer < 0 {
+		return nil, fmt.Errorf("shm: invalid rank pair %d, %d", self, peer)
+	}
+	o, err := opt.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(o.Dir, Name(jobID, self, peer))
+	if self < peer {
+		return create(ctx, path, o)
+	}
+	return open(ctx, path, o)
+}
+
+func create(ctx context.Context, path string, o Options) (*Chan, error) {
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		if errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("shm: %s exists (stale file of a crashed job? see Sweep): %w", path, err)
+		}
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
+	}
+	size := hdrSize + 2*o.RingSize
+	mem, err := func() ([]byte, error) {
+		defer unix.Close(fd)
+		if err := unix.Ftruncate(fd, int64(size)); err != nil {
+			return nil, &os.PathError{Op: "truncate", Path: path, Err: err}
+		}
+		return unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	}()
+	if err != nil {
+		unix.Unlink(path)
+		return nil, err
+	}
+	fail := func(err error) (*Chan, error) {
+		unix.Unlink(path)
+		unix.Munmap(mem)
+		return nil, err
+	}
+	u64(mem, offMagic).Store(fileMagic)
+	u32(mem, offVersion).Store(fileVersion)
+	u64(mem, offRingSize).Store(uint64(o.RingSize))
+	writeIdentity(mem, 0)
+	state := u32(mem, offState)
+	state.Store(stateReady) // last: the opener validates nothing before this
+	futexWake(unsafe.Pointer(state))
+
+	for state.Load() != stateAttached {
+		err := waitCtx(ctx, state, stateReady, o.Poll)
+		if err == nil && o.Alive != nil {
+			if err = o.Alive(); err != nil {
+				err = fmt.Errorf("%w: %w", ErrPeerDead, err)
+			}
+		}
+		if err != nil && state.Load() != stateAttached {
+			return fail(fmt.Errorf("shm: waiting for the peer to open %s: %w", path, err))
+		}
+	}
+	// The opener unlinks too; whichever comes second gets ENOENT.
+	unix.Unlink(path)
+	return newChan(mem, 0, o)
+}
+
+func open(ctx context.Context, path string, o Options) (*Chan, error) {
+	var fd int
+	var err error
+	backoff := 200 * time.Microsecond
+	var waited time.Duration
+	for {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err == nil {
+			var st unix.Stat_t
+			if err = unix.Fstat(fd, &st); err != nil {
+				unix.Close(fd)
+				return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+			}
+			if st.Size >= hdrSize {
+				break
+			}
+			unix.Close(fd) // the creator has not sized it yet
+		} else if !errors.Is(err, unix.ENOENT) {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("shm: waiting for %s: %w", path, ctx.Err())
+		case <-time.After(backoff):
+		}
+		if waited += backoff; waited >= o.Poll && o.Alive != nil {
+			waited = 0
+			if err := o.Alive(); err != nil {
+				return nil, fmt.Errorf("shm: waiting for %s: %w: %w", path, ErrPeerDead, err)
+			}
+		}
+		backoff = min(2*backoff, 10*time.Millisecond)
+	}
+	defer unix.Close(fd)
+	hdr, err := unix.Mmap(fd, 0, hdrSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	defer unix.Munmap(hdr)
+	state := u32(hdr, offState)
+	for state.Load() == stateInit {
+		if err := waitCtx(ctx, state, stateInit, o.Poll); err != nil {
+			return nil, fmt.Errorf("shm: waiting for %s to be initialised: %w", path, err)
+		}
+	}
+	rs, err := checkHeader(hdr)
+	if err != nil {
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	size := hdrSize + 2*int(rs)
+	if st.Size != int64(size) {
+		return nil, fmt.Errorf("%w: %s is %d bytes, header says %d", ErrCorrupt, path, st.Size, size)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	o.RingSize = int(rs)
+	c, err := attach(mem, o)
+	if err != nil {
+		unix.Munmap(mem)
+		return nil, fmt.Errorf("%w (%s)", err, path)
+	}
+	unix.Unlink(path) // both sides have it mapped now
+	return c, nil
+}
+
+// checkHeader validates a header page; the opener trusts nothing in it.
+func checkHeader(mem []byte) (ringSize uint64, err error) {
+	if len(mem) < hdrSize {
+		return 0, fmt.Errorf("%w: short header", ErrCorrupt)
+	}
+	if s := u32(mem, offState).Load(); s != stateReady {
+		if s == stateAttached {
+			return 0, fmt.Errorf("%w: already attached by another process", ErrCorrupt)
+		}
+		return 0, fmt.Errorf("%w: bad state %d", ErrCorrupt, s)
+	}
+	if m := u64(mem, offMagic).Load(); m != fileMagic {
+		return 0, fmt.Errorf("%w: bad magic %#x", ErrCorrupt, m)
+	}
+	if v := u32(mem, offVersion).Load(); v != fileVersion {
+		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, fileVersion)
+	}
+	rs := u64(mem, offRingSize).Load()
+	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 {
+		return 0, fmt.Errorf("%w: ring size %d", ErrCorrupt, rs)
+	}
+	return rs, nil
+}
+
+// attach is the opener's side of the handshake on a mapping of the whole file.
+func attach(mem []byte, o Options) (*Chan, error) {
+	rs, err := checkHeader(mem)
+	if err != nil {
+		return nil, err
+	}
+	if uint64(len(mem)) != hdrSize+2*rs {
+		return nil, fmt.Errorf("%w: mapping is %d bytes, header says %d", ErrCorrupt, len(mem), hdrSize+2*rs)
+	}
+	o.RingSize = int(rs)
+	writeIdentity(mem, 1)
+	state := u32(mem, offState)
+	if !state.CompareAndSwap(stateReady, stateAttached) {
+		return nil, fmt.Errorf("%w: already attached by another process", ErrCorrupt)
+	}
+	futexWake(unsafe.Pointer(state))
+	return newChan(mem, 1, o)
+}
+
+func newChan(mem []byte, side int, o Options) (*Chan, error) {
+	c := &Chan{mem: mem, side: side, opt: o}
+	c.closedSelf = u32(mem, offClosed+4*side)
+	c.closedPeer = u32(mem, offClosed+4*(1-side))
+	peer := 1 - side
+	c.peerPid = int(u32(mem, offPid+4*peer).Load())
+	c.peerStart = u64(mem, offStart+8*peer).Load()
+	myNS := u64(mem, offPidNS+8*side).Load()
+	c.checkPid = c.peerPid > 0 && myNS != 0 && myNS == u64(mem, offPidNS+8*peer).Load()
+	rs := o.RingSize
+	c.tx = mkRing(mem, side, rs)
+	c.rx = mkRing(mem, 1-side, rs)
+	// Resume from the shared counters: zero for a fresh file, whatever the
+	// image holds otherwise (the fuzzer starts from arbitrary counters).
+	c.tx.pos = c.tx.head.Load()
+	c.tx.published = c.tx.pos
+	c.tx.cache = c.tx.pos - c.tx.size() // "ring full": the first send rereads (and checks) the tail
+	c.rx.pos = c.rx.tail.Load()
+	c.rx.published = c.rx.pos
+	c.rx.cache = c.rx.pos
+	return c, nil
+}
+
+func mkRing(mem []byte, i, rs int) ring {
+	cb := offRings + i*ringStride
+	d := hdrSize + i*rs
+	return ring{
+		head:     u64(mem, cb+rcHead),
+		tail:     u64(mem, cb+rcTail),
+		consWait: u32(mem, cb+rcConsWait),
+		prodWait: u32(mem, cb+rcProdWait),
+		consSeq:  u32(mem, cb+rcConsSeq),
+		prodSeq:  u32(mem, cb+rcProdSeq),
+		data:     mem[d : d+rs : d+rs],
+		mask:     uint64(rs - 1),
+	}
+}
+
+// writeIdentity records this process in the header, for the peer's pid check.
+func writeIdentity(mem []byte, side int) {
+	pid := os.Getpid()
+	u32(mem, offPid+4*side).Store(uint32(pid))
+	start, _ := procStart(pid)
+	u64(mem, offStart+8*side).Store(start)
+	u64(mem, offPidNS+8*side).Store(pidNS())
+}
+
+// waitCtx sleeps on a futex word until it differs from old, the timeout
+// passes, or ctx ends.
+func waitCtx(ctx context.Context, w *atomic.Uint32, old uint32, d time.Duration) error {
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { futexWake(unsafe.Pointer(w)) })
+		defer stop()
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	futexWait(unsafe.Pointer(w), old, d)
+	return ctx.Err()
+}
+
+// Send writes one message, the concatenation of hdr and payload (so that an
+// envelope and a user buffer go out without being joined first). It copies
+// straight from the slices into the ring and returns once the last byte is
+// in the ring; a message longer than the ring streams through it, so Send
+// then returns only after the receiver has consumed all but the last ring's
+// worth.
+//
+// A Send blocked before any of the message was published returns ctx's
+// error and leaves the channel usable; one cancelled or failing half-way
+// closes the channel (the peer would otherwise wait for the rest forever).
+func (c *Chan) Send(ctx context.Context, hdr, payload []byte) error {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	if c.closing.Load() || c.closedPeer.Load() != 0 {
+		return ErrClosed
+	}
+	if c.txErr != nil {
+		return c.txErr
+	}
+	n := uint64(len(hdr)) + uint64(len(payload))
+	if n > MaxMessage {
+		return ErrTooLarge
+	}
+	r := &c.tx
+	if r.pos&7 != 0 {
+		return fmt.Errorf("%w: head at unaligned position %d", ErrCorrupt, r.pos)
+	}
+	start := r.pos
+	err := c.reserve(ctx, frameBytes)
+	if err == nil {
+		binary.LittleEndian.PutUint64(r.data[r.pos&r.mask:], frameTag<<48|n)
+		r.pos += frameBytes
+		if err = c.put(ctx, hdr); err == nil {
+			err = c.put(ctx, payload)
+		}
+		if pad := -n & 7; err == nil && pad != 0 {
+			if err = c.reserve(ctx, pad); err == nil {
+				r.pos += pad // the pad bytes' content does not matter
+			}
+		}
+	}
+	if err != nil {
+		if r.published == start && !errors.Is(err, ErrCorrupt) {
+			r.pos = start // nothing visible yet: as if never sent
+			return err
+		}
+		c.txErr = fmt.Errorf("shm: send failed mid-message, channel closed: %w", err)
+		c.markClosed()
+		return err
+	}
+	c.publishTx()
+	return nil
+}
+
+// reserve makes sure k bytes are free after r.pos.
+func (c *Chan) reserve(ctx context.Context, k uint64) error {
+	r := &c.tx
+	if r.size()-(r.pos-r.cache) >= k {
+		return nil
+	}
+	return c.refreshTx(ctx, k)
+}
+
+// refreshTx rereads the consumer's tail, waiting until k bytes are free.
+func (c *Chan) refreshTx(ctx context.Context, k uint64) error {
+	r := &c.tx
+	t := r.tail.Load()
+	if r.pos-t > r.size() {
+		return fmt.Errorf("%w: tail %d is not within a ring of head %d", ErrCorrupt, t, r.pos)
+	}
+	r.cache = t
+	if r.size()-(r.pos-t) >= k {
+		return nil
+	}
+	// Publish what we have before sleeping, or the consumer could never
+	// free the space we are waiting for.
+	c.publishTx()
+	t, err := c.await(ctx, r.tail, r.prodWait, r.prodSeq, func(t uint64) bool {
+		used := r.pos - t
+		return used > r.size() || r.size()-used >= k
+	})
+	if err != nil {
+		return err
+	}
+	if r.pos-t > r.size() {
+		return fmt.Errorf("%w: tail %d is not within a ring of head %d", ErrCorrupt, t, r.pos)
+	}
+	r.cache = t
+	return nil
+}
+
+// put copies src into the ring at r.pos, as space frees up.
+func (c *Chan) put(ctx context.Context, src []byte) error {
+	r := &c.tx
+	for len(src) > 0 {
+		free := r.size() - (r.pos - r.cache)
+		if free < uint64(len(src)) && free < publishChunk {
+			if err := c.refreshTx(ctx, 1); err != nil {
+				return err
+			}
+			free = r.size() - (r.pos - r.cache)
+		}
+		off := r.pos & r.mask
+		k := min(free, r.size()-off, uint64(len(src)), publishChunk)
+		copy(r.data[off:off+k], src[:k])
+		src = src[k:]
+		r.pos += k
+		if r.pos-r.published >= publishChunk {
+			c.publishTx()
+		}
+	}
+	return nil
+}
+
+// publishTx makes everything up to r.pos visible to the consumer. The store
+// is sequentially consistent, so the data copied before it is visible
+// first, and the load of the waiter flag after it cannot be reordered before
+// it: either the consumer sees the new head or we see its flag (Dekker).
+func (c *Chan) publishTx() {
+	r := &c.tx
+	if r.pos == r.published {
+		return
+	}
+	r.head.Store(r.pos)
+	r.published = r.pos
+	if r.consWait.Load() != 0 {
+		wake(r.consSeq)
+	}
+}
+
+func (c *Chan) publishRx() {
+	r := &c.rx
+	if r.pos == r.published {
+		return
+	}
+	r.tail.Store(r.pos)
+	r.published = r.pos
+	if r.prodWait.Load() != 0 {
+		wake(r.prodSeq)
+	}
+}
+
+// Recv receives one message. dst is called once with the message length and
+// returns the buffer to copy it into, so the bytes go from the ring straight
+// into the caller's memory. If the buffer is shorter, the rest of the message
+// is discarded and Recv returns ErrTruncated (a nil buffer discards the whole
+// message, as does a nil dst). Recv returns the message length. dst runs
+// with the receive lock held, so it must not call Recv.
+//
+// Messages completely sent before the peer closed are still delivered; after
+// them Recv returns ErrClosed. A Recv cancelled half-way through a message
+// leaves the stream mid-message, so it closes the channel.
+func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	if c.closing.Load() {
+		return 0, ErrClosed
+	}
+	if c.rxErr != nil {
+		return 0, c.rxErr
+	}
+	r := &c.rx
+	if r.cache-r.pos < frameBytes {
+		if err := c.refreshRx(ctx, frameBytes); err != nil {
+			return 0, c.rxFail(err, false)
+		}
+	}
+	if r.pos&7 != 0 {
+		return 0, c.rxFail(fmt.Errorf("%w: frame at unaligned position %d", ErrCorrupt, r.pos), true)
+	}
+	n64, err := decodeFrame(binary.LittleEndian.Uint64(r.data[r.pos&r.mask:]))
+	if err != nil {
+		return 0, c.rxFail(err, true)
+	}
+	if n64 > uint64(maxInt) {
+		return 0, c.rxFail(fmt.Errorf("%w: message of %d bytes", ErrCorrupt, n64), true)
+	}
+	r.pos += frameBytes
+	n := int(n64)
+	var buf []byte
+	if dst != nil {
+		buf = dst(n)
+	}
+	m := min(len(buf), n)
+	err = c.take(ctx, buf[:m], uint64(n-m)+(-n64&7))
+	if err != nil {
+		return 0, c.rxFail(err, true)
+	}
+	c.publishRx()
+	if m < n {
+		return n, ErrTruncated
+	}
+	return n, nil
+}
+
+const maxInt = int(^uint(0) >> 1)
+
+// Pending reports whether a message has at least started to arrive, so that
+// a progress loop polling several transports can call Recv only when it
+// would not wait for the first byte. (A Recv with an already cancelled
+// context is no substitute: it would break the channel if it had to wait
+// for the rest of a long message.)
+func (c *Chan) Pending() bool {
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	if c.closing.Load() || c.rxErr != nil {
+		return false
+	}
+	if c.rx.cache != c.rx.pos {
+		return true
+	}
+	c.rx.cache = c.rx.head.Load()
+	if c.rx.cache-c.rx.pos > c.rx.size() {
+		c.rx.cache = c.rx.pos // corrupt: Recv rereads the head and reports it
+		return true
+	}
+	return c.rx.cache != c.rx.pos
+}
+
+// RecvBytes receives one message into a new slice.
+func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) {
+	var b []byte
+	_, err := c.Recv(ctx, func(n int) []byte { b = make([]byte, n); return b })
+	return b, err
+}
+
+// decodeFrame checks a frame header word and returns the message length.
+func decodeFrame(w uint64) (uint64, error) {
+	if w>>48 != frameTag {
+		return 0, fmt.Errorf("%w: bad frame header %#016x", ErrCorrupt, w)
+	}
+	return w & (1<<48 - 1), nil
+}
+
+// rxFail handles a failed receive: mid-message failures and corruption
+// close the channel, since the stream can no longer be parsed.
+func (c *Chan) rxFail(err error, midMessage bool) error {
+	if midMessage || errors.Is(err, ErrCorrupt) {
+		c.rxErr = fmt.Errorf("shm: receive failed mid-message, channel closed: %w", err)
+		c.markClosed()
+	}
+	return err
+}
+
+// refreshRx rereads the producer's head, waiting until k bytes are readable.
+func (c *Chan) refreshRx(ctx context.Context, k uint64) error {
+	r := &c.rx
+	h := r.head.Load()
+	if h-r.pos < k {
+		// Free what we consumed before sleeping (the producer may be
+		// waiting for exactly that space).
+		c.publishRx()
+		var err error
+		h, err = c.await(ctx, r.head, r.consWait, r.consSeq, func(h uint64) bool {
+			return h-r.pos >= k
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if h-r.pos > r.size() {
+		return fmt.Errorf("%w: head %d is not within a ring of tail %d", ErrCorrupt, h, r.pos)
+	}
+	r.cache = h
+	return nil
+}
+
+// take copies len(dst) bytes from the ring into dst, then skips skip more.
+func (c *Chan) take(ctx context.Context, dst []byte, skip uint64) error {
+	r := &c.rx
+	for len(dst) > 0 || skip > 0 {
+		avail := r.cache - r.pos
+		if avail == 0 {
+			if err := c.refreshRx(ctx, 1); err != nil {
+				return err
+			}
+			avail = r.cache - r.pos
+		}
+		off := r.pos & r.mask
+		var k uint64
+		if len(dst) > 0 {
+			k = min(avail, r.size()-off, uint64(len(dst)), publishChunk)
+			copy(dst[:k], r.data[off:off+k])
+			dst = dst[k:]
+		} else {
+			k = min(avail, skip)
+			skip -= k
+		}
+		r.pos += k
+		if r.pos-r.published >= publishChunk {
+			c.publishRx()
+		}
+	}
+	return nil
+}
+
+// await waits until ok(w.Load()). It spins for opt.Spin (yielding to other
+// goroutines now and then), then raises flag, which asks the other side to
+// wake it through seq, and sleeps on the futex seq. Every opt.Poll it checks
+// that the peer is alive.
+//
+// No wake-up is lost: every waker (the other side publishing, either side
+// closing, ctx's cancellation) changes seq before the futex call, and the
+// waiter reads seq before its last look at the condition, so a wake-up
+// after that look makes FUTEX_WAIT return at once.
+func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
+	var t0 time.Time
+	for i := 1; c.opt.Spin > 0; i++ {
+		if v := w.Load(); ok(v) {
+			return v, nil
+		}
+		if i&63 == 0 {
+			if c.stopped(ctx) {
+				break
+			}
+			if i == 64 {
+				t0 = time.Now()
+			} else if time.Since(t0) > c.opt.Spin {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { wake(seq) })
+		defer stop()
+	}
+	flag.Store(1)
+	defer flag.Store(0)
+	last := time.Now()
+	for {
+		s := seq.Load()
+		v := w.Load()
+		if ok(v) {
+			return v, nil
+		}
+		if err := c.stopErr(ctx); err != nil {
+			if v = w.Load(); ok(v) { // published just before closing
+				return v, nil
+			}
+			return 0, err
+		}
+		futexWait(unsafe.Pointer(seq), s, c.opt.Poll)
+		if time.Since(last) >= c.opt.Poll {
+			last = time.Now()
+			if err := c.peerAlive(); err != nil {
+				if v = w.Load(); ok(v) {
+					return v, nil
+				}
+				return 0, err
+			}
+		}
+	}
+}
+
+// wake bumps a futex word and wakes its sleepers.
+func wake(seq *atomic.Uint32) {
+	seq.Add(1)
+	futexWake(unsafe.Pointer(seq))
+}
+
+func (c *Chan) stopped(ctx context.Context) bool {
+	return c.closing.Load() || c.closedPeer.Load() != 0 || ctx.Err() != nil
+}
+
+func (c *Chan) stopErr(ctx context.Context) error {
+	if c.closing.Load() || c.closedPeer.Load() != 0 {
+		return ErrClosed
+	}
+	return ctx.Err()
+}
+
+func (c *Chan) peerAlive() error {
+	if c.checkPid && !pidAlive(c.peerPid, c.peerStart) {
+		return fmt.Errorf("%w: process %d exited", ErrPeerDead, c.peerPid)
+	}
+	if c.opt.Alive != nil {
+		if err := c.opt.Alive(); err != nil {
+			return fmt.Errorf("%w: %w", ErrPeerDead, err)
+		}
+	}
+	return nil
+}
+
+// markClosed flags this side closed in the header and wakes every waiter,
+// on both sides, on every futex word of the channel.
+func (c *Chan) markClosed() {
+	if c.closing.Swap(true) {
+		return
+	}
+	c.closedSelf.Store(1)
+	for _, r := range []*ring{&c.tx, &c.rx} {
+		wake(r.consSeq)
+		wake(r.prodSeq)
+	}
+}
+
+// Close marks the channel closed, which wakes a peer blocked in Send or Recv
+// (they return ErrClosed, after any fully sent messages are received), waits
+// for this side's calls in progress to return and unmaps the memory.
+func (c *Chan) Close() error {
+	c.markClosed()
+	c.sendMu.Lock()
+	c.recvMu.Lock()
+	defer c.sendMu.Unlock()
+	defer c.recvMu.Unlock()
+	if c.mem == nil {
+		return nil
+	}
+	err := unix.Munmap(c.mem)
+	c.mem = nil
+	return err
+}

@@ -1,0 +1,30 @@
+//go:build !linux
+
+package shm
+
+import "context"
+
+// Chan is one end of a channel; on this platform none can be made.
+type Chan struct{}
+
+// Connect returns ErrUnsupported: the channels need Linux futexes.
+func Connect(ctx context.Context, jobID string, self, peer int, opt *Options) (*Chan, error) {
+	return nil, ErrUnsupported
+}
+
+// Send returns ErrUnsupported.
+func (c *Chan) Send(ctx context.Context, hdr, payload []byte) error { return ErrUnsupported }
+
+// Recv returns ErrUnsupported.
+func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+
+// RecvBytes returns ErrUnsupported.
+func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) { return nil, ErrUnsupported }
+
+// Close does nothing.
+func (c *Chan) Close() error { return nil }
+
+// Pending returns false.
+func (c *Chan) Pending() bool { return false }
