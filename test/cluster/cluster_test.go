@@ -179,33 +179,63 @@ func TestRemoteExitCode(t *testing.T) {
 	}
 }
 
-// TestHostWithoutSSHD: nothing listens on one host; the job fails within the
-// connect timeout, naming that host, and the other hosts are left clean.
-func TestHostWithoutSSHD(t *testing.T) {
+// TestUnreachableHost: one host cannot be reached, either because nothing
+// listens on its SSH port (refused at once) or because its link is down
+// (packets vanish; the agent's ConnectTimeout of 10 s ends the attempt).
+// The job fails within the connect timeout naming that host, and the hosts
+// that were reached are left clean.
+func TestUnreachableHost(t *testing.T) {
 	c := setup(t)
-	down := c.Hosts[1]
-	if err := down.StopSSHD(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := down.StartSSHD(); err != nil {
-			t.Error(err)
+	bad := c.Hosts[1]
+	t.Run("no sshd", func(t *testing.T) {
+		if err := bad.StopSSHD(); err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() {
+			if err := bad.StartSSHD(); err != nil {
+				t.Error(err)
+			}
+		})
+		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+		t.Logf("stderr:\n%s", r.stderr)
+		if r.code == 0 || r.elapsed > 12*time.Second {
+			t.Fatalf("exit %d after %s", r.code, r.elapsed)
+		}
+		if !strings.Contains(r.stderr, bad.Name) {
+			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.stderr)
+		}
+		if mode.openssh && !strings.Contains(r.stderr, "Connection refused") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		}
+		// Tightens with the built-in backend: its message should name the
+		// address and say the connection was refused (no sshd listening).
 	})
-	r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-	t.Logf("stderr:\n%s", r.stderr)
-	// The agent's ConnectTimeout is 10 s; a refused connection fails at once.
-	if r.code == 0 || r.elapsed > 12*time.Second {
-		t.Fatalf("exit %d after %s", r.code, r.elapsed)
-	}
-	if !strings.Contains(r.stderr, down.Name) {
-		t.Fatalf("stderr does not name %s:\n%s", down.Name, r.stderr)
-	}
-	if mode.openssh && !strings.Contains(r.stderr, "Connection refused") {
-		t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
-	}
-	// Tightens with the built-in backend: its message should name the
-	// address and say the connection was refused (no sshd listening).
+	t.Run("link down", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("waits for the 10 s connect timeout")
+		}
+		if err := bad.CutLink(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := bad.RestoreLink(); err != nil {
+				t.Error(err)
+			}
+		})
+		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+		t.Logf("stderr:\n%s", r.stderr)
+		if r.code == 0 || r.elapsed > 14*time.Second {
+			t.Fatalf("exit %d after %s (connect timeout 10 s)", r.code, r.elapsed)
+		}
+		if !strings.Contains(r.stderr, bad.Name) {
+			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.stderr)
+		}
+		if mode.openssh && !strings.Contains(r.stderr, "timed out") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		}
+		// Tightens with the built-in backend: the message should say the
+		// connect timed out and name the address.
+	})
 }
 
 // TestWrongHostKey: the client's known_hosts has another key for one host;

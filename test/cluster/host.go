@@ -317,3 +317,7 @@ func removeStale(logf func(string, ...any)) {
 		}
 	}
 }
+
+// RootLink is the root namespace's interface into the cluster (address
+// RootAddr), for tools that must be told which interface to use.
+func (c *Cluster) RootLink() string { return c.rootLink }
