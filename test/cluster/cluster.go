@@ -100,11 +100,18 @@ func Check() error {
 			return fmt.Errorf("test cluster needs %s (run test/setup.sh as root)", p)
 		}
 	}
+	// What New does, in a throwaway namespace: a bridge and a veth pair.
 	name := fmt.Sprintf("gompi-%d-probe", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		return fmt.Errorf("ip netns does not work here: %v: %s", err, bytes.TrimSpace(out))
+	if err := ipCmd("netns", "add", name); err != nil {
+		return fmt.Errorf("network namespaces do not work here: %v", err)
 	}
-	exec.Command("ip", "netns", "del", name).Run()
+	defer exec.Command("ip", "netns", "del", name).Run()
+	if err := ipCmd("-n", name, "link", "add", "br0", "type", "bridge"); err != nil {
+		return fmt.Errorf("bridges do not work here: %v", err)
+	}
+	if err := ipCmd("-n", name, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"); err != nil {
+		return fmt.Errorf("veth pairs do not work here: %v", err)
+	}
 	return nil
 }
 

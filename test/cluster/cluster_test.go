@@ -267,6 +267,43 @@ func TestWrongHostKey(t *testing.T) {
 	}
 }
 
+// TestUnknownHostKey: one host is missing from known_hosts. Strict checking
+// refuses it, naming the host; the built-in backend's -ssh-accept-new
+// accepts it and records its key.
+func TestUnknownHostKey(t *testing.T) {
+	c := setup(t)
+	unknown := c.Hosts[0]
+	cl, err := c.NewClient(cluster.ClientOptions{UnknownHost: []string{unknown.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("refused", func(t *testing.T) {
+		r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+		t.Logf("stderr:\n%s", r.stderr)
+		if r.code == 0 || r.elapsed > 12*time.Second || !strings.Contains(r.stderr, unknown.Name) {
+			t.Fatalf("exit %d after %s; stderr does not name %s", r.code, r.elapsed, unknown.Name)
+		}
+		if mode.openssh && !strings.Contains(r.stderr, "Host key verification failed") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		}
+		// Tightens with the built-in backend: the message should name the
+		// known_hosts file and suggest -ssh-accept-new.
+	})
+	t.Run("accept-new", func(t *testing.T) {
+		if mode.openssh {
+			t.Skip("-ssh-accept-new is the built-in SSH backend's (GOMPI_CLUSTER_LAUNCHER=ssh)")
+		}
+		r := runJob(t, c, cl, "", append([]string{"-ssh-accept-new"}, "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "where")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "host="+unknown.Identity) {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		kh, err := os.ReadFile(cl.KnownHosts)
+		if err != nil || !strings.Contains(string(kh), unknown.HostPub) {
+			t.Fatalf("%s's key not recorded in known_hosts:\n%s", unknown.Name, kh)
+		}
+	})
+}
+
 // TestBadCredentials: the client's key is authorised nowhere; every host
 // refuses it and the job fails naming a host.
 func TestBadCredentials(t *testing.T) {

@@ -184,7 +184,7 @@ func startJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string
 	t.Helper()
 	markerSeq++
 	marker := fmt.Sprintf("gompi-cluster-test-%d-%d", os.Getpid(), markerSeq)
-	full := append(mode.args(cl), "-genv", "GOMPI_TEST_MARKER", marker, "-wdir", binDir)
+	full := append(mode.args(cl), "-genv", "GOMPI_TEST_MARKER", marker, "-proxy-path", bin("gompi-proxy"), "-wdir", binDir)
 	full = append(full, args...)
 	cmd := exec.Command(bin("gompiexec"), full...)
 	cmd.Env = append(os.Environ(), "GOMPI_TEST_MARKER="+marker)
