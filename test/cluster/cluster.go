@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -139,13 +140,18 @@ func New(cfg Config) (c *Cluster, err error) {
 	if abs, _ := filepath.Abs(cfg.Dir); abs == "/tmp" || strings.HasPrefix(abs, "/tmp/") {
 		return nil, fmt.Errorf("cluster: Dir %s is under /tmp, which each host replaces with its own", cfg.Dir)
 	}
-	removeStale(cfg.Logf)
+	removeStale(cfg.Dir, cfg.Logf)
 	seq.Lock()
 	seq.n++
 	n := seq.n
 	seq.Unlock()
 	dir, err := os.MkdirTemp(cfg.Dir, "gompi-cluster-")
 	if err != nil {
+		return nil, err
+	}
+	// removeStale deletes the directory once this process is gone.
+	if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, err
 	}
 	c = &Cluster{ID: fmt.Sprintf("gompi-%d-%d", os.Getpid(), n), Dir: dir, logf: cfg.Logf}

@@ -299,8 +299,18 @@ func killNS(ns string) error {
 var staleNS = regexp.MustCompile(`^gompi-(\d+)-`)
 
 // removeStale deletes namespaces of test processes that no longer exist
-// (killed before their cleanup ran), with everything running in them.
-func removeStale(logf func(string, ...any)) {
+// (killed before their cleanup ran), with everything running in them, and
+// their harness directories under dir.
+func removeStale(dir string, logf func(string, ...any)) {
+	dirs, _ := filepath.Glob(filepath.Join(dir, "gompi-cluster-*", "owner.pid"))
+	for _, f := range dirs {
+		b, err := os.ReadFile(f)
+		pid, _ := strconv.Atoi(string(b))
+		if err == nil && pid > 0 && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(filepath.Dir(f))
+			logf("cluster: removed stale directory %s", filepath.Dir(f))
+		}
+	}
 	ents, _ := os.ReadDir("/run/netns")
 	for _, e := range ents {
 		m := staleNS.FindStringSubmatch(e.Name())

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/test/cluster"
 )
 
@@ -74,6 +75,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binDir = dir
+	// cluster.New removes the directory if this process dies before its end.
+	os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	build := exec.Command("go", "build", "-o", dir+"/",
 		"github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy",
 		"github.com/gompi/gompi/test/cluster/progs/nodeprog", "github.com/gompi/gompi/examples/hello")
@@ -194,9 +197,11 @@ func startJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Pdeathsig: if the test binary dies, so does the job (its hosts are
+	// then cleaned by the next cluster.New).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	j.start = time.Now()
-	if err := cmd.Start(); err != nil {
+	if err := launcher.StartLocked(cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() { cmd.Wait(); close(j.done) }()
