@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 NP          ?= 4
 
-.PHONY: all build setup test unit fuzz demo bench lint fmt clean
+.PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
 
 all: build
 
@@ -37,6 +37,10 @@ demo: build
 bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
 	$(GO) test -run "^$$" -bench Fence4096 -benchtime 20x ./pmi/
+
+# Launch over SSH on a 3-host network-namespace cluster (test/cluster; root only).
+bench-ssh: setup build
+	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -ssh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

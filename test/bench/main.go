@@ -1,5 +1,6 @@
 // Command bench times gompiexec against Debian's mpiexec.hydra in the same
-// run and prints medians and ratios (make bench). Runs are interleaved so
+// run and prints medians and ratios (make bench; -ssh: over SSH on the
+// test/cluster namespace cluster, make bench-ssh). Runs are interleaved so
 // both launchers see the same machine load.
 package main
 
@@ -24,6 +25,7 @@ func main() {
 	gompi := flag.String("gompiexec", "bin/gompiexec", "gompiexec to measure")
 	hydra := flag.String("hydra", "mpiexec.hydra", "reference launcher")
 	reps := flag.Int("reps", 11, "timed runs per case and launcher (median reported)")
+	ssh := flag.Bool("ssh", false, "only time -n 24 /bin/true over SSH on a 3-host namespace test cluster (needs root)")
 	flag.Parse()
 	if _, err := exec.LookPath(*hydra); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s not found (run test/setup.sh)\n", *hydra)
@@ -35,6 +37,14 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
+	if *ssh {
+		if err := benchSSH(*gompi, *hydra, *reps); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: ssh:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		return
+	}
 	hello := filepath.Join(dir, "hello")
 	if out, err := exec.Command("mpicc", "-O2", "-o", hello, "test/mpich/progs/hello.c").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: mpicc: %v\n%s", err, out)

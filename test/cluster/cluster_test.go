@@ -1,0 +1,411 @@
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/test/cluster"
+)
+
+// TestHarness checks the cluster itself: every host has its own /tmp and
+// address, answers SSH through the client's agent with the generated keys,
+// and is idle afterwards.
+func TestHarness(t *testing.T) {
+	c := setup(t)
+	if len(c.Hosts) < 3 {
+		t.Fatalf("%d hosts", len(c.Hosts))
+	}
+	if b, err := os.ReadFile(cluster.IdentityFile); err == nil && strings.HasPrefix(string(b), "node-") {
+		t.Fatalf("the root namespace sees a host's %s: %q", cluster.IdentityFile, b)
+	}
+	for _, h := range c.Hosts {
+		out, err := h.Run("cat", cluster.IdentityFile)
+		if err != nil || out != h.Identity {
+			t.Fatalf("%s: %s = %q, %v; want %q", h.Name, cluster.IdentityFile, out, err, h.Identity)
+		}
+		out, err = h.Run("ip", "-4", "-o", "addr", "show", "dev", "eth0")
+		if err != nil || !strings.Contains(out, " "+h.Addr+"/24 ") {
+			t.Fatalf("%s: eth0 %q, %v; want %s", h.Name, out, err, h.Addr)
+		}
+		// The client's agent logs in with the generated user key and checks
+		// the generated host key; the session sees the host's /tmp.
+		ssh := exec.Command(c.Client.Agent, h.Name, "cat", cluster.IdentityFile, ";", "echo", "$SSH_CONNECTION")
+		outb, err := ssh.CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(outb), h.Identity+c.RootAddr+" ") || !strings.Contains(string(outb), " "+h.Addr+" 22") {
+			t.Fatalf("ssh %s: %q, %v", h.Name, outb, err)
+		}
+	}
+	if err := c.WaitNoLeftovers(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// placement returns which host each of n ranks is on for -hosts
+// c.HostList(slots) (block placement: slots ranks per host in order).
+func placement(c *cluster.Cluster, n, slots int) []*cluster.Host {
+	hs := make([]*cluster.Host, n)
+	for r := range hs {
+		hs[r] = c.Hosts[(r/slots)%len(c.Hosts)]
+	}
+	return hs
+}
+
+// TestGoRanksAcrossHosts runs a Go PMI program on 3 hosts x 2 ranks: each
+// rank reports the host it runs on (its private /tmp) and, through PMI
+// put/fence/get across the three proxies, its neighbour's host.
+func TestGoRanksAcrossHosts(t *testing.T) {
+	c := setup(t)
+	const n, slots = 6, 2
+	on := placement(c, n, slots)
+	r := runJob(t, c, c.Client, "", "-l", "-hosts", c.HostList(slots), "-n", fmt.Sprint(n), bin("nodeprog"), "where")
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for rk := 0; rk < n; rk++ {
+		right := (rk + 1) % n
+		want := fmt.Sprintf("[%d] rank=%d size=%d local=%d/%d host=%s right=%d@%s\n",
+			rk, rk, n, rk%slots, slots, on[rk].Identity, right, on[right].Identity)
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.stdout)
+		}
+	}
+	if lines := strings.Count(r.stdout, "\n"); lines != n {
+		t.Errorf("%d output lines, want %d:\n%s", lines, n, r.stdout)
+	}
+}
+
+// TestHostfileAndHello runs examples/hello from a host file with 3 slots
+// per host and checks the -l prefixes, then checks the host file's
+// placement with nodeprog (hello prints the hostname, which every
+// namespace shares).
+func TestHostfileAndHello(t *testing.T) {
+	c := setup(t)
+	hosts, err := c.Hostfile(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runJob(t, c, c.Client, "", "-l", "-f", hosts, "-n", "9", bin("hello"))
+	if r.code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for rk := 0; rk < 9; rk++ {
+		if !strings.Contains(r.stdout, fmt.Sprintf("[%d] hello from rank %d of 9 (appnum 0) at ", rk, rk)) {
+			t.Errorf("rank %d missing in\n%s", rk, r.stdout)
+		}
+	}
+	// Placement from the host file: 3 per host, in order.
+	r = runJob(t, c, c.Client, "", "-f", hosts, "-n", "9", bin("nodeprog"), "where")
+	on := placement(c, 9, 3)
+	for rk := 0; rk < 9; rk++ {
+		if want := fmt.Sprintf("rank=%d size=9 local=%d/3 host=%s ", rk, rk%3, on[rk].Identity); !strings.Contains(r.stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.stdout)
+		}
+	}
+}
+
+// TestMPICHAcrossHosts runs an MPICH C program (ring, allreduce, gather)
+// on 3 hosts x 2 ranks, with PMI over the inherited socket and over TCP.
+func TestMPICHAcrossHosts(t *testing.T) {
+	c := setup(t)
+	if mpiccErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(mpiccErr)
+		}
+		t.Skip(mpiccErr)
+	}
+	on := placement(c, 6, 2)
+	for _, pmi := range [][]string{nil, {"-pmi-port"}} {
+		args := append(append([]string{}, pmi...), "-hosts", c.HostList(2), "-n", "6", bin("hostring"))
+		r := runJob(t, c, c.Client, "", args...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", pmi, r.code, r.stdout, r.stderr)
+		}
+		if !strings.Contains(r.stdout, "ring token 6 sum 15 size 6\n") {
+			t.Fatalf("%v: ring/allreduce wrong:\n%s", pmi, r.stdout)
+		}
+		for rk := 0; rk < 6; rk++ {
+			if want := fmt.Sprintf("rank %d at %s\n", rk, on[rk].Identity); !strings.Contains(r.stdout, want) {
+				t.Errorf("%v: missing %q in\n%s", pmi, want, r.stdout)
+			}
+		}
+	}
+}
+
+// TestStdinReachesRemoteRankZero puts rank 0 on the second host: gompiexec's
+// stdin crosses SSH to it, and no other rank reads any.
+func TestStdinReachesRemoteRankZero(t *testing.T) {
+	c := setup(t)
+	h := c.Hosts
+	input := strings.Repeat("0123456789abcdef\n", 6000) // ~100 KB
+	r := runJob(t, c, c.Client, input, "-hosts", h[1].Name+","+h[0].Name+","+h[2].Name, "-n", "3", bin("nodeprog"), "cat")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	if want := fmt.Sprintf("rank 0 on %s read %d bytes\n", h[1].Identity, len(input)); !strings.Contains(r.stdout, want) {
+		t.Fatalf("missing %q in ...%s", want, r.stdout[max(0, len(r.stdout)-300):])
+	}
+	if !strings.Contains(r.stdout, input[:1000]) {
+		t.Fatalf("stdin content not echoed by rank 0")
+	}
+	for rk, host := range map[int]*cluster.Host{1: h[0], 2: h[2]} {
+		if want := fmt.Sprintf("rank %d on %s read 0 bytes\n", rk, host.Identity); !strings.Contains(r.stdout, want) {
+			t.Fatalf("missing %q", want)
+		}
+	}
+}
+
+// TestRemoteExitCode: a rank on the third host exits 7; the job exits 7,
+// names the rank and its host, and the other hosts' ranks are torn down.
+func TestRemoteExitCode(t *testing.T) {
+	c := setup(t)
+	r := runJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("nodeprog"), "exit", "7", "4")
+	if r.code != 7 {
+		t.Fatalf("exit %d, want 7; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"BAD TERMINATION", "RANK 4", "RUNNING AT " + c.Hosts[2].Name, "EXIT CODE: 7",
+		"rank 4 on " + c.Hosts[2].Identity + " exits with 7"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if r.elapsed > 15*time.Second {
+		t.Errorf("took %s", r.elapsed)
+	}
+}
+
+// TestUnreachableHost: one host cannot be reached, either because nothing
+// listens on its SSH port (refused at once) or because its link is down
+// (packets vanish; the agent's ConnectTimeout of 10 s ends the attempt).
+// The job fails within the connect timeout naming that host, and the hosts
+// that were reached are left clean.
+func TestUnreachableHost(t *testing.T) {
+	c := setup(t)
+	bad := c.Hosts[1]
+	t.Run("no sshd", func(t *testing.T) {
+		if err := bad.StopSSHD(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := bad.StartSSHD(); err != nil {
+				t.Error(err)
+			}
+		})
+		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+		t.Logf("stderr:\n%s", r.stderr)
+		if r.code == 0 || r.elapsed > 12*time.Second {
+			t.Fatalf("exit %d after %s", r.code, r.elapsed)
+		}
+		if !strings.Contains(r.stderr, bad.Name) {
+			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.stderr)
+		}
+		if mode.openssh && !strings.Contains(r.stderr, "Connection refused") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		}
+		// Tightens with the built-in backend: its message should name the
+		// address and say the connection was refused (no sshd listening).
+	})
+	t.Run("link down", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("waits for the 10 s connect timeout")
+		}
+		if err := bad.CutLink(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if err := bad.RestoreLink(); err != nil {
+				t.Error(err)
+			}
+		})
+		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+		t.Logf("stderr:\n%s", r.stderr)
+		if r.code == 0 || r.elapsed > 14*time.Second {
+			t.Fatalf("exit %d after %s (connect timeout 10 s)", r.code, r.elapsed)
+		}
+		if !strings.Contains(r.stderr, bad.Name) {
+			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.stderr)
+		}
+		if mode.openssh && !strings.Contains(r.stderr, "timed out") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		}
+		// Tightens with the built-in backend: the message should say the
+		// connect timed out and name the address.
+	})
+}
+
+// TestWrongHostKey: the client's known_hosts has another key for one host;
+// the connection is refused before any command runs, and the message names
+// the host and the known_hosts file to fix.
+func TestWrongHostKey(t *testing.T) {
+	c := setup(t)
+	bad := c.Hosts[2]
+	cl, err := c.NewClient(cluster.ClientOptions{WrongHostKey: []string{bad.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+	t.Logf("stderr:\n%s", r.stderr)
+	if r.code == 0 || r.elapsed > 12*time.Second {
+		t.Fatalf("exit %d after %s", r.code, r.elapsed)
+	}
+	if !strings.Contains(r.stderr, bad.Name) || !strings.Contains(r.stderr, "known_hosts") {
+		t.Fatalf("stderr does not name %s and known_hosts:\n%s", bad.Name, r.stderr)
+	}
+	if mode.openssh && !strings.Contains(r.stderr, "Host key verification failed") {
+		t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+	}
+	// Tightens with the built-in backend: the message should say the key
+	// changed and how to fix it (ssh-keygen -R <host> -f <known_hosts>).
+	// Nothing may have run on the impostor host at all.
+	if strings.Contains(r.stdout, bad.Identity) {
+		t.Fatalf("a rank ran on the host with the wrong key:\n%s", r.stdout)
+	}
+}
+
+// TestUnknownHostKey: one host is missing from known_hosts. Strict checking
+// refuses it, naming the host; the built-in backend's -ssh-accept-new
+// accepts it and records its key.
+func TestUnknownHostKey(t *testing.T) {
+	c := setup(t)
+	unknown := c.Hosts[0]
+	cl, err := c.NewClient(cluster.ClientOptions{UnknownHost: []string{unknown.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("refused", func(t *testing.T) {
+		r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+		t.Logf("stderr:\n%s", r.stderr)
+		if r.code == 0 || r.elapsed > 12*time.Second || !strings.Contains(r.stderr, unknown.Name) {
+			t.Fatalf("exit %d after %s; stderr does not name %s", r.code, r.elapsed, unknown.Name)
+		}
+		if mode.openssh && !strings.Contains(r.stderr, "Host key verification failed") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		}
+		// Tightens with the built-in backend: the message should name the
+		// known_hosts file and suggest -ssh-accept-new.
+	})
+	t.Run("accept-new", func(t *testing.T) {
+		if mode.openssh {
+			t.Skip("-ssh-accept-new is the built-in SSH backend's (GOMPI_CLUSTER_LAUNCHER=ssh)")
+		}
+		r := runJob(t, c, cl, "", append([]string{"-ssh-accept-new"}, "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "where")...)
+		if r.code != 0 || !strings.Contains(r.stdout, "host="+unknown.Identity) {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		}
+		kh, err := os.ReadFile(cl.KnownHosts)
+		if err != nil || !strings.Contains(string(kh), unknown.HostPub) {
+			t.Fatalf("%s's key not recorded in known_hosts:\n%s", unknown.Name, kh)
+		}
+	})
+}
+
+// TestBadCredentials: the client's key is authorised nowhere; every host
+// refuses it and the job fails naming a host.
+func TestBadCredentials(t *testing.T) {
+	c := setup(t)
+	cl, err := c.NewClient(cluster.ClientOptions{UnauthorizedKey: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+	t.Logf("stderr:\n%s", r.stderr)
+	if r.code == 0 || r.elapsed > 12*time.Second {
+		t.Fatalf("exit %d after %s", r.code, r.elapsed)
+	}
+	if !regexp.MustCompile(`\bn[123]\b`).MatchString(r.stderr) {
+		t.Fatalf("stderr names no host:\n%s", r.stderr)
+	}
+	if mode.openssh && !strings.Contains(r.stderr, "Permission denied (publickey)") {
+		t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+	}
+	// Tightens with the built-in backend: the message should say the key
+	// (id_ed25519 path) was refused by root@host.
+	if strings.Contains(r.stdout, "ready") {
+		t.Fatalf("a rank ran:\n%s", r.stdout)
+	}
+}
+
+// TestNetworkCut pulls one host's cable while its ranks sleep: the job ends
+// within 15 s naming the host, and (once keepalives expire on the cut-off
+// host too) nothing of the job is left anywhere.
+func TestNetworkCut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~10 s")
+	}
+	c := setup(t)
+	cut := c.Hosts[2]
+	j := startJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("nodeprog"), "sleep", "120s")
+	j.waitReady(6)
+	if err := cut.CutLink(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := cut.RestoreLink(); err != nil {
+			t.Error(err)
+		}
+	})
+	at := time.Now()
+	r := j.wait(30 * time.Second)
+	took := time.Since(at)
+	t.Logf("job ended %s after the cut, exit %d; stderr:\n%s", took.Round(time.Millisecond), r.code, r.stderr)
+	if took > 15*time.Second {
+		t.Fatalf("job took %s to end after the network cut", took)
+	}
+	if r.code == 0 || !strings.Contains(r.stderr, cut.Name) {
+		t.Fatalf("exit %d; stderr does not name %s", r.code, cut.Name)
+	}
+	// The cut-off host cannot be told; its sshd drops the dead session after
+	// ClientAliveInterval x ClientAliveCountMax (2 s x 3), and the proxy,
+	// losing its stdin, kills its ranks.
+	j.assertNoLeftovers(15 * time.Second)
+	t.Logf("all hosts clean %s after the cut", time.Since(at).Round(time.Millisecond))
+}
+
+// TestLauncherKilled SIGKILLs gompiexec while ranks sleep on all hosts:
+// its ssh agents die with it, each host's sshd ends the session, and the
+// proxies kill their ranks, all within 5 s.
+func TestLauncherKilled(t *testing.T) {
+	c := setup(t)
+	j := startJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("nodeprog"), "sleep", "120s")
+	j.waitReady(6)
+	for _, h := range c.Hosts {
+		if ps, _ := h.ProcsNamed("nodeprog"); len(ps) != 2 {
+			t.Fatalf("%s runs ranks %v, want 2", h.Name, ps)
+		}
+	}
+	at := time.Now()
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
+	<-j.done
+	j.assertNoLeftovers(5 * time.Second)
+	t.Logf("all hosts clean %s after SIGKILL", time.Since(at).Round(time.Millisecond))
+}
+
+// TestRemoteRankKilled SIGKILLs one rank on the second host: the job ends
+// within 2 s with 128+9, naming the rank's host.
+func TestRemoteRankKilled(t *testing.T) {
+	c := setup(t)
+	victimHost := c.Hosts[1]
+	j := startJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("nodeprog"), "sleep", "120s")
+	j.waitReady(6)
+	ranks, err := victimHost.ProcsNamed("nodeprog")
+	if err != nil || len(ranks) != 2 {
+		t.Fatalf("%s runs ranks %v (%v), want 2", victimHost.Name, ranks, err)
+	}
+	at := time.Now()
+	cluster.Kill(ranks[1].PID, syscall.SIGKILL)
+	r := j.wait(15 * time.Second)
+	took := time.Since(at)
+	t.Logf("job ended %s after the kill, exit %d", took.Round(time.Millisecond), r.code)
+	if took > 2*time.Second {
+		t.Fatalf("job took %s to end after a remote rank was SIGKILLed", took)
+	}
+	if r.code != 128+9 || !strings.Contains(r.stderr, "KILLED BY SIGNAL: 9") || !strings.Contains(r.stderr, "RUNNING AT "+victimHost.Name) {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(5 * time.Second)
+}

@@ -1,0 +1,86 @@
+// Command nodeprog is the Go rank program of the multi-host tests. Every
+// mode reports the host it runs on as the content of /tmp/gompi-host,
+// which only that host's private /tmp holds (the hostname is shared).
+//
+//	nodeprog where          PMI put/fence/get: print rank, size, local rank,
+//	                        host and the host of the right-hand neighbour
+//	nodeprog cat            copy stdin to stdout, then report the byte count
+//	nodeprog exit CODE RANK rank RANK exits with CODE, the others sleep
+//	nodeprog sleep DUR      print "ready", then sleep
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gompi/gompi/pmi/client"
+)
+
+func host() string {
+	b, err := os.ReadFile("/tmp/gompi-host")
+	if err != nil {
+		return "unknown(" + err.Error() + ")"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func main() {
+	rank := os.Getenv("PMI_RANK")
+	args := os.Args[1:]
+	if len(args) == 0 {
+		args = []string{"where"}
+	}
+	switch args[0] {
+	case "where":
+		if err := where(); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: %v\n", rank, host(), err)
+			os.Exit(1)
+		}
+	case "cat":
+		n, _ := io.Copy(os.Stdout, os.Stdin)
+		fmt.Printf("rank %s on %s read %d bytes\n", rank, host(), n)
+	case "exit":
+		code, _ := strconv.Atoi(args[1])
+		if args[2] == rank {
+			fmt.Fprintf(os.Stderr, "rank %s on %s exits with %d\n", rank, host(), code)
+			os.Exit(code)
+		}
+		time.Sleep(60 * time.Second)
+	case "sleep":
+		d, _ := time.ParseDuration(args[1])
+		fmt.Printf("rank %s on %s ready\n", rank, host())
+		time.Sleep(d)
+	default:
+		fmt.Fprintf(os.Stderr, "nodeprog: unknown mode %q\n", args[0])
+		os.Exit(2)
+	}
+}
+
+func where() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.New(ctx)
+	if err != nil {
+		return err
+	}
+	me := host()
+	if err := c.Put("host-"+strconv.Itoa(c.Rank()), me); err != nil {
+		return err
+	}
+	if err := c.Fence(ctx); err != nil {
+		return err
+	}
+	right := (c.Rank() + 1) % c.Size()
+	there, err := c.Get(ctx, "host-"+strconv.Itoa(right))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("rank=%d size=%d local=%s/%s host=%s right=%d@%s\n", c.Rank(), c.Size(),
+		os.Getenv("MPI_LOCALRANKID"), os.Getenv("MPI_LOCALNRANKS"), me, right, there)
+	return c.Finalize()
+}
