@@ -565,7 +565,7 @@ func TestSSHRetryUntilUp(t *testing.T) {
 	e := newClientEnv(t)
 	port := freePort(t)
 	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
-	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:"+port)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
+	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + port)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
 	go func() {
 		time.Sleep(600 * time.Millisecond)
 		relay(t, "127.0.0.1:"+port, e.srv.addr, nil)
