@@ -26,6 +26,9 @@ type options struct {
 	ckptPrefix            string
 	ckptInterval          time.Duration
 	proxyPath             string
+	sshAcceptNew          bool
+	noProxyUpload         bool
+	sshConnectTimeout     time.Duration
 	help, version         bool
 	segments              []segment
 }
@@ -146,6 +149,15 @@ func init() {
 		return
 	}}, "ckpoint-interval")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.proxyPath = v[0]; return nil }}, "proxy-path")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.sshAcceptNew = true; return nil }}, "ssh-accept-new")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.noProxyUpload = true; return nil }}, "no-proxy-upload")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.sshConnectTimeout, err = durArg("ssh-connect-timeout", v[0])
+		if err == nil && o.sshConnectTimeout == 0 {
+			err = usagef("-ssh-connect-timeout %q: must be more than 0", v[0])
+		}
+		return
+	}}, "ssh-connect-timeout")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.help = true; return nil }}, "h", "help")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.version = true; return nil }}, "version", "info")
 }
