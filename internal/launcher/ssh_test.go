@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
@@ -879,5 +880,50 @@ func TestCommandLine(t *testing.T) {
 	out, err := exec.Command("/bin/sh", "-c", commandLine([]string{"V=a b'c"}, []string{"/bin/sh", "-c", `printf %s "$V"`})).Output()
 	if err != nil || string(out) != "a b'c" {
 		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// TestSSHAgentAuth: with no identity files, the key comes from ssh-agent
+// at $SSH_AUTH_SOCK.
+func TestSSHAgentAuth(t *testing.T) {
+	e := newClientEnv(t)
+	pemBytes, _ := os.ReadFile(filepath.Join(e.home, ".ssh", "id_ed25519"))
+	os.Remove(filepath.Join(e.home, ".ssh", "id_ed25519"))
+	raw, err := ssh.ParseRawPrivateKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { agent.ServeAgent(keyring, c); c.Close() }()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	b, err := NewSSH(SSHConfig{Home: e.home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startOK(t, b, Spec{Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Without the agent the same setup fails, saying so.
+	_, err = e.backend(t, nil).Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/true"}})
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "no ssh-agent") || !strings.Contains(err.Error(), "no usable") {
+		t.Fatalf("got %v", err)
 	}
 }
