@@ -176,11 +176,15 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			return
 		}
 		if !ok {
-			// The client hung up: like sshd, do not leave the command
-			// behind (a real proxy also exits on stdin EOF).
+			// The client hung up. Like sshd, the command sees EOF on
+			// stdin (the copy above ends); one ignoring it is killed.
 			if cmd != nil {
-				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-				<-exited
+				select {
+				case <-exited:
+				case <-time.After(5 * time.Second):
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					<-exited
+				}
 			}
 			return
 		}
@@ -579,23 +583,26 @@ func TestSSHRetryUntilUp(t *testing.T) {
 
 // relay forwards TCP from listen to target; while *paused is set it stops
 // moving bytes, as a cut network does.
-func relay(t *testing.T, listen, target string, paused *atomic.Bool) string {
+func relay(t *testing.T, listen, target string, paused *atomic.Bool) (string, func()) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Error(err)
-		return ""
+		return "", func() {}
 	}
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
-	t.Cleanup(func() {
-		close(done)
-		ln.Close()
+	dropAll := func() {
 		mu.Lock()
 		for _, c := range conns {
 			c.Close()
 		}
 		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		close(done)
+		ln.Close()
+		dropAll()
 	})
 	pipe := func(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
@@ -637,13 +644,13 @@ func relay(t *testing.T, listen, target string, paused *atomic.Bool) string {
 			go pipe(c, u)
 		}
 	}()
-	return ln.Addr().String()
+	return ln.Addr().String(), dropAll
 }
 
 func TestSSHKeepaliveEndsFrozenConnection(t *testing.T) {
 	e := newClientEnv(t)
 	var paused atomic.Bool
-	addr := relay(t, "127.0.0.1:0", e.srv.addr, &paused)
+	addr, _ := relay(t, "127.0.0.1:0", e.srv.addr, &paused)
 	_, port, _ := net.SplitHostPort(addr)
 	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
 	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
