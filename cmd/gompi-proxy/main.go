@@ -5,8 +5,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -26,7 +29,10 @@ func (stdio) Close() error {
 
 func main() {
 	if len(os.Args) > 1 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
-		fmt.Println("gompi-proxy control protocol 1")
+		// The build identity is the executable's sha256: the same value the
+		// ssh launcher's probe computes with sha256sum and names uploaded
+		// copies by (docs/ssh.md).
+		fmt.Printf("gompi-proxy control protocol 1 sha256 %s\n", selfSum())
 		return
 	}
 	level := slog.LevelWarn
@@ -50,4 +56,22 @@ func main() {
 	if err != nil {
 		os.Exit(1)
 	}
+}
+
+// selfSum is the sha256 of this executable, or "unknown".
+func selfSum() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "unknown"
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "unknown"
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "unknown"
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -27,6 +27,9 @@ type options struct {
 	ckptInterval          time.Duration
 	proxyPath             string
 	fanout                int
+	sshAcceptNew          bool
+	noProxyUpload         bool
+	sshConnectTimeout     time.Duration
 	help, version         bool
 	segments              []segment
 }
@@ -151,6 +154,15 @@ func init() {
 		o.fanout, err = intArg("fanout", v[0], 1)
 		return
 	}}, "fanout", "tree-width")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.sshAcceptNew = true; return nil }}, "ssh-accept-new")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.noProxyUpload = true; return nil }}, "no-proxy-upload")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.sshConnectTimeout, err = durArg("ssh-connect-timeout", v[0])
+		if err == nil && o.sshConnectTimeout == 0 {
+			err = usagef("-ssh-connect-timeout %q: must be more than 0", v[0])
+		}
+		return
+	}}, "ssh-connect-timeout")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.help = true; return nil }}, "h", "help")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.version = true; return nil }}, "version", "info")
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/internal/launcher"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -36,6 +42,12 @@ func TestParseArgs(t *testing.T) {
 			return reflect.DeepEqual(o.segments[0].argv, []string{"app", "-n", "5"}) && !o.segments[0].nSet
 		}},
 		{[]string{"--help"}, func(o *options) bool { return o.help }},
+		{[]string{"-launcher", "ssh", "-ssh-accept-new", "--no-proxy-upload", "-ssh-connect-timeout", "2.5", "-proxy-path", "/opt/p", "app"}, func(o *options) bool {
+			return o.launcher == "ssh" && o.sshAcceptNew && o.noProxyUpload && o.sshConnectTimeout == 2500*time.Millisecond && o.proxyPath == "/opt/p"
+		}},
+		{[]string{"--ssh-connect-timeout=1m", "app"}, func(o *options) bool {
+			return o.sshConnectTimeout == time.Minute && !o.sshAcceptNew && !o.noProxyUpload
+		}},
 	}
 	for _, tc := range tests {
 		o, err := parseArgs(tc.args)
@@ -64,6 +76,10 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-timeout", "soon", "app"}, "want seconds"},
 		{[]string{"-f", "h", "-hosts", "a", "app"}, "either -f or -hosts"},
 		{[]string{"-l=yes", "app"}, "takes no value"},
+		{[]string{"-ssh-accept-new=1", "app"}, "takes no value"},
+		{[]string{"-ssh-connect-timeout", "0", "app"}, "more than 0"},
+		{[]string{"-ssh-connect-timeout", "soon", "app"}, "want seconds"},
+		{[]string{"-ssh-connect-timeout"}, "needs 1 value"},
 	}
 	for _, tc := range tests {
 		_, err := parseArgs(tc.args)
@@ -92,4 +108,49 @@ func FuzzParseArgs(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestBackendFor(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	pick := func(args ...string) func(string) launcher.Backend {
+		t.Helper()
+		o, err := parseArgs(append(args, "app"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := backendFor(o, "/nonexistent/gompi-proxy")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(h string) launcher.Backend { return f(hostfile.Host{Name: h}) }
+	}
+	be := pick()
+	if _, ok := be("localhost").(launcher.Fork); !ok {
+		t.Errorf("localhost: %T, want fork", be("localhost"))
+	}
+	if _, ok := be("node1").(*launcher.SSH); !ok {
+		t.Errorf("node1: %T, want the built-in ssh client", be("node1"))
+	}
+	if _, ok := pick("-launcher", "ssh")("node1").(*launcher.SSH); !ok {
+		t.Error("-launcher ssh is not the built-in client")
+	}
+	if r, ok := pick("-launcher-exec", "ssh")("node1").(launcher.RSH); !ok || !reflect.DeepEqual(r.Args, launcher.OpenSSH().Args) {
+		t.Errorf("-launcher-exec ssh: %#v, want OpenSSH in batch mode", pick("-launcher-exec", "ssh")("node1"))
+	}
+	if _, ok := pick("-launcher", "fork")("node1").(launcher.Fork); !ok {
+		t.Error("-launcher fork")
+	}
+	// A broken ~/.ssh/config fails remote starts only, naming the problem.
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host a\n  Match\n\"unterminated\n"), 0o600)
+	be = pick()
+	if _, ok := be("localhost").(launcher.Fork); !ok {
+		t.Error("local host affected by ssh config")
+	}
+	if _, err := be("node1").Start(context.Background(), launcher.Spec{Host: "node1", Argv: []string{"x"}}); err == nil {
+		t.Log("ssh_config parser accepted the broken file") // parser is lenient; not an error of ours
+	} else if !strings.Contains(err.Error(), "config") {
+		t.Errorf("error does not name the config: %v", err)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -55,11 +56,18 @@ Global options:
   -genvnone                 pass none of it (ranks get PATH, HOME, USER, ... only)
   -genvlist A,B             pass only these variables
   -l, -prepend-rank         prefix every output line with [rank]
-  -launcher fork|ssh|rsh    how proxies are started (default: fork for this host)
-  -launcher-exec PATH       rsh-style agent: runs "PATH host command..."
+  -launcher fork|ssh|rsh    how proxies are started (default: fork for this host,
+                            the built-in SSH client for other hosts)
+  -launcher-exec PATH       rsh-style agent: runs "PATH host command..." (-launcher-exec ssh
+                            uses OpenSSH's client in batch mode instead of the built-in one)
   -proxy-path PATH          gompi-proxy on every host (default: next to gompiexec)
   -fanout N                 proxies started by gompiexec and by each proxy; more hosts
                             are started through a tree of proxies (default 32)
+  -ssh-accept-new           record unknown SSH host keys in ~/.ssh/known_hosts and go on
+                            (changed keys are always refused)
+  -ssh-connect-timeout SECONDS  per-host SSH connect and login budget (default 10)
+  -no-proxy-upload          never copy gompi-proxy to hosts that lack it or have another
+                            build (by default it is cached in ~/.cache/gompi there)
   -timeout SECONDS          kill the job after this long (also MPIEXEC_TIMEOUT); exit code 124
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3)
   -print-all-exitcodes      print every rank's exit status
@@ -259,7 +267,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Backend, err = backendFor(o)
+	cfg.Backend, err = backendFor(o, cfg.ProxyPath)
 	if err != nil {
 		return nil, err
 	}
@@ -336,9 +344,9 @@ func proxyPath(flag string) (string, error) {
 
 // backendFor chooses how each host's proxy is started: fork for this
 // machine (and for every host under -launcher fork), otherwise the rsh
-// agent from -launcher-exec, or OpenSSH's client for -launcher ssh.
-func backendFor(o *options) (func(hostfile.Host) launcher.Backend, error) {
-	var remote launcher.Backend
+// agent from -launcher-exec, or the built-in SSH client.
+func backendFor(o *options, proxy string) (func(hostfile.Host) launcher.Backend, error) {
+	var remote func() launcher.Backend
 	switch {
 	case o.launcher == "fork":
 		return func(hostfile.Host) launcher.Backend { return launcher.Fork{} }, nil
@@ -346,19 +354,63 @@ func backendFor(o *options) (func(hostfile.Host) launcher.Backend, error) {
 		if _, err := exec.LookPath(o.launcherExe); err != nil {
 			return nil, usagef("-launcher-exec %s: not found or not executable", o.launcherExe)
 		}
-		remote = launcher.RSH{Agent: o.launcherExe}
+		agent := launcher.RSH{Agent: o.launcherExe}
+		if filepath.Base(o.launcherExe) == "ssh" {
+			// OpenSSH's client: batch mode, so it never prompts.
+			agent = launcher.OpenSSH()
+			agent.Agent = o.launcherExe
+		}
+		remote = func() launcher.Backend { return agent }
 	case o.launcher == "rsh":
 		return nil, usagef("-launcher rsh needs -launcher-exec AGENT (for example ssh or a kubectl exec wrapper)")
 	default:
-		remote = launcher.OpenSSH()
+		cfg := launcher.SSHConfig{
+			AcceptNew:      o.sshAcceptNew,
+			NoProxyUpload:  o.noProxyUpload,
+			ConnectTimeout: o.sshConnectTimeout,
+			LocalProxy:     proxy,
+		}
+		if o.proxyPath != "" {
+			// -proxy-path names the remote path; what we can upload is
+			// the proxy installed with gompiexec, if any.
+			cfg.LocalProxy, _ = proxyPath("")
+		}
+		// Built on first use: a broken ~/.ssh/config must not stop a
+		// job that only runs on this machine.
+		var once sync.Once
+		var be launcher.Backend
+		remote = func() launcher.Backend {
+			once.Do(func() {
+				b, err := launcher.NewSSH(cfg)
+				if err != nil {
+					be = failedBackend{"ssh", err}
+					return
+				}
+				be = b
+			})
+			return be
+		}
 	}
 	local := localNames()
 	return func(h hostfile.Host) launcher.Backend {
 		if local[h.Name] && o.launcherExe == "" {
 			return launcher.Fork{}
 		}
-		return remote
+		return remote()
 	}, nil
+}
+
+// failedBackend reports, for every host it is asked to start, why the
+// backend could not be set up.
+type failedBackend struct {
+	name string
+	err  error
+}
+
+func (f failedBackend) Name() string { return f.name }
+
+func (f failedBackend) Start(context.Context, launcher.Spec) (launcher.Proc, error) {
+	return nil, f.err
 }
 
 // localNames are host names that mean this machine.

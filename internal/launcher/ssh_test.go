@@ -1,0 +1,936 @@
+package launcher
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// testServer is an in-process SSH server on 127.0.0.1 that runs exec
+// requests locally with /bin/sh -c, HOME set to its own "remote" home.
+type testServer struct {
+	t          *testing.T
+	ln         net.Listener
+	addr       string
+	port       string
+	hostKeys   []ssh.Signer
+	authorized ssh.PublicKey
+	remoteHome string
+
+	mu    sync.Mutex
+	cmds  []string
+	users []string
+	wg    sync.WaitGroup
+	conns []net.Conn
+}
+
+func newSigner(t *testing.T, kind string) ssh.Signer {
+	t.Helper()
+	var key any
+	switch kind {
+	case "ed25519":
+		_, k, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
+	case "ecdsa":
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key = k
+	}
+	s, err := ssh.NewSignerFromKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// startServer listens on 127.0.0.1 with the given host key types.
+func startServer(t *testing.T, authorized ssh.PublicKey, hostKeyTypes ...string) *testServer {
+	t.Helper()
+	if len(hostKeyTypes) == 0 {
+		hostKeyTypes = []string{"ed25519"}
+	}
+	s := &testServer{t: t, authorized: authorized, remoteHome: t.TempDir()}
+	for _, k := range hostKeyTypes {
+		s.hostKeys = append(s.hostKeys, newSigner(t, k))
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.ln, s.addr = ln, ln.Addr().String()
+	_, s.port, _ = net.SplitHostPort(s.addr)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.conns = append(s.conns, c)
+			s.mu.Unlock()
+			s.wg.Add(1)
+			go func() { defer s.wg.Done(); s.serve(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		s.mu.Lock()
+		for _, c := range s.conns {
+			c.Close()
+		}
+		s.mu.Unlock()
+		s.wg.Wait()
+	})
+	return s
+}
+
+func (s *testServer) commands() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.cmds...)
+}
+
+func (s *testServer) serve(c net.Conn) {
+	cfg := &ssh.ServerConfig{
+		PublicKeyCallback: func(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			s.mu.Lock()
+			s.users = append(s.users, md.User())
+			s.mu.Unlock()
+			if s.authorized != nil && string(key.Marshal()) == string(s.authorized.Marshal()) {
+				return nil, nil
+			}
+			return nil, errors.New("not authorized")
+		},
+	}
+	for _, k := range s.hostKeys {
+		cfg.AddHostKey(k)
+	}
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		c.Close()
+		return
+	}
+	defer sc.Close()
+	go func() {
+		// Like OpenSSH: keepalive@openssh.com gets a failure reply, which
+		// still proves the server alive.
+		for r := range reqs {
+			r.Reply(false, nil)
+		}
+	}()
+	var wg sync.WaitGroup
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			nc.Reject(ssh.UnknownChannelType, "no")
+			continue
+		}
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); s.session(ch, creqs) }()
+	}
+	wg.Wait()
+}
+
+func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	var cmd *exec.Cmd
+	exited := make(chan struct{})
+	for {
+		var r *ssh.Request
+		var ok bool
+		select {
+		case r, ok = <-reqs:
+		case <-exited:
+			return
+		}
+		if !ok {
+			// The client hung up. Like sshd, the command sees EOF on
+			// stdin (the copy above ends); one ignoring it is killed.
+			if cmd != nil {
+				select {
+				case <-exited:
+				case <-time.After(5 * time.Second):
+					syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+					<-exited
+				}
+			}
+			return
+		}
+		switch r.Type {
+		case "exec":
+			var p struct{ Command string }
+			if ssh.Unmarshal(r.Payload, &p) != nil || cmd != nil {
+				r.Reply(false, nil)
+				continue
+			}
+			s.mu.Lock()
+			s.cmds = append(s.cmds, p.Command)
+			s.mu.Unlock()
+			cmd = exec.Command("/bin/sh", "-c", p.Command)
+			cmd.Env = []string{"HOME=" + s.remoteHome, "PATH=/usr/bin:/bin"}
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
+			in, _ := cmd.StdinPipe()
+			if err := cmd.Start(); err != nil {
+				r.Reply(false, nil)
+				return
+			}
+			r.Reply(true, nil)
+			go func() { io.Copy(in, ch); in.Close() }()
+			go func() {
+				err := cmd.Wait()
+				status := 0
+				var ee *exec.ExitError
+				if errors.As(err, &ee) {
+					if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+						status = 128 + int(ws.Signal())
+					} else {
+						status = ee.ExitCode()
+					}
+				}
+				ch.SendRequest("exit-status", false, ssh.Marshal(struct{ Status uint32 }{uint32(status)}))
+				close(exited)
+			}()
+		case "signal":
+			var p struct{ Signal string }
+			ssh.Unmarshal(r.Payload, &p)
+			if cmd != nil && p.Signal == "KILL" {
+				syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			}
+			if r.WantReply {
+				r.Reply(true, nil)
+			}
+		default:
+			r.Reply(false, nil)
+		}
+	}
+}
+
+// clientEnv is a local home with an identity the server accepts, a
+// known_hosts entry for it and an ssh_config naming it "testhost".
+type clientEnv struct {
+	home   string
+	srv    *testServer
+	signer ssh.Signer
+}
+
+func writeKey(t *testing.T, path string, key any, passphrase string) {
+	t.Helper()
+	var blk *pem.Block
+	var err error
+	if passphrase == "" {
+		blk, err = ssh.MarshalPrivateKey(key, "")
+	} else {
+		blk, err = ssh.MarshalPrivateKeyWithPassphrase(key, "", []byte(passphrase))
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(path), 0o700)
+	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newClientEnv(t *testing.T, hostKeyTypes ...string) *clientEnv {
+	t.Helper()
+	home := t.TempDir()
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	writeKey(t, filepath.Join(home, ".ssh", "id_ed25519"), priv, "")
+	signer, _ := ssh.NewSignerFromKey(priv)
+	srv := startServer(t, signer.PublicKey(), hostKeyTypes...)
+	e := &clientEnv{home: home, srv: srv, signer: signer}
+	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+srv.port+"\n")
+	for _, k := range srv.hostKeys {
+		e.addKnown(t, k.PublicKey())
+	}
+	return e
+}
+
+func (e *clientEnv) writeConfig(t *testing.T, s string) {
+	if err := os.WriteFile(filepath.Join(e.home, ".ssh", "config"), []byte(s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *clientEnv) knownHostsFile() string { return filepath.Join(e.home, ".ssh", "known_hosts") }
+
+func (e *clientEnv) addKnown(t *testing.T, k ssh.PublicKey) {
+	f, err := os.OpenFile(e.knownHostsFile(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(e.srv.addr)}, k))
+	f.Close()
+}
+
+func (e *clientEnv) backend(t *testing.T, mod func(*SSHConfig)) *SSH {
+	t.Helper()
+	cfg := SSHConfig{Home: e.home, AgentSocket: "none", ConnectTimeout: 5 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	b, err := NewSSH(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func startOK(t *testing.T, b *SSH, spec Spec) Proc {
+	t.Helper()
+	if spec.Host == "" {
+		spec.Host = "testhost"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	p, err := b.Start(ctx, spec)
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { p.Kill(); p.Wait() })
+	return p
+}
+
+func TestSSHStartEcho(t *testing.T) {
+	e := newClientEnv(t)
+	b := e.backend(t, nil)
+	var stderr syncBuffer
+	p := startOK(t, b, Spec{
+		Argv:   []string{"/bin/sh", "-c", `echo "A=$A B=$B" >&2; exec cat`},
+		Env:    []string{"A=1", "B=it's here"},
+		Stderr: &stderr,
+	})
+	if _, err := p.Write([]byte("hello proxy\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(p).ReadString('\n')
+	if err != nil || line != "hello proxy\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	p.Close()
+	if err := p.Wait(); err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	if got := stderr.String(); got != "A=1 B=it's here\n" {
+		t.Errorf("stderr %q", got)
+	}
+	// /bin/sh is the same file "remotely": no upload happened.
+	for _, c := range e.srv.commands() {
+		if strings.Contains(c, "cat > ") {
+			t.Errorf("unexpected upload: %s", c)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestSSHExitStatusAndKill(t *testing.T) {
+	e := newClientEnv(t)
+	b := e.backend(t, nil)
+	p := startOK(t, b, Spec{Argv: []string{"/bin/sh", "-c", "exit 3"}})
+	var ee *ssh.ExitError
+	if err := p.Wait(); !errors.As(err, &ee) || ee.ExitStatus() != 3 || !strings.Contains(err.Error(), "testhost") {
+		t.Fatalf("Wait: %v, want exit status 3 naming the host", err)
+	}
+	p = startOK(t, b, Spec{Argv: []string{"/bin/sleep", "60"}})
+	start := time.Now()
+	p.Kill()
+	p.Wait()
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Kill+Wait took %v", d)
+	}
+}
+
+func TestSSHHostKeyPolicy(t *testing.T) {
+	other := newSigner(t, "ed25519").PublicKey()
+	tests := []struct {
+		name      string
+		known     func(e *clientEnv) // known_hosts content (file starts empty)
+		acceptNew bool
+		want      error
+		wantMsg   []string
+	}{
+		{"unknown", func(*clientEnv) {}, false, ErrUnknownHostKey,
+			[]string{"testhost", "ssh-keyscan -p ", "127.0.0.1 >> ~/.ssh/known_hosts", "SHA256:", "-ssh-accept-new"}},
+		{"changed", func(e *clientEnv) { e.addKnown(t, other) }, false, ErrHostKeyMismatch,
+			[]string{"testhost", "man-in-the-middle", "ssh-keygen -R", "known_hosts:1"}},
+		{"changed, accept-new", func(e *clientEnv) { e.addKnown(t, other) }, true, ErrHostKeyMismatch, nil},
+		{"unknown, accept-new", func(*clientEnv) {}, true, nil, nil},
+		{"known", func(e *clientEnv) { e.addKnown(t, e.srv.hostKeys[0].PublicKey()) }, false, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newClientEnv(t)
+			os.Remove(e.knownHostsFile())
+			tc.known(e)
+			b := e.backend(t, func(c *SSHConfig) { c.AcceptNew = tc.acceptNew })
+			p, err := b.Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/true"}})
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Start: %v", err)
+				}
+				p.Wait()
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			var hk *HostKeyError
+			if !errors.As(err, &hk) || hk.Host != "testhost" {
+				t.Fatalf("not a HostKeyError for testhost: %#v", err)
+			}
+			for _, m := range tc.wantMsg {
+				if !strings.Contains(err.Error(), m) {
+					t.Errorf("message lacks %q: %v", m, err)
+				}
+			}
+		})
+	}
+}
+
+func TestSSHAcceptNewRecordsKey(t *testing.T) {
+	e := newClientEnv(t)
+	os.Remove(e.knownHostsFile())
+	b := e.backend(t, func(c *SSHConfig) { c.AcceptNew = true })
+	p := startOK(t, b, Spec{Argv: []string{"/bin/true"}})
+	p.Wait()
+	data, err := os.ReadFile(e.knownHostsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := knownhosts.Line([]string{knownhosts.Normalize(e.srv.addr)}, e.srv.hostKeys[0].PublicKey())
+	if strings.TrimSpace(string(data)) != want {
+		t.Fatalf("known_hosts = %q, want %q", data, want)
+	}
+	// Now strict checking passes on the recorded key.
+	p = startOK(t, e.backend(t, nil), Spec{Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// ssh_config's StrictHostKeyChecking accept-new works as the option does.
+	e2 := newClientEnv(t)
+	os.Remove(e2.knownHostsFile())
+	e2.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+e2.srv.port+"\n  StrictHostKeyChecking accept-new\n")
+	p = startOK(t, e2.backend(t, nil), Spec{Argv: []string{"/bin/true"}})
+	p.Wait()
+	if _, err := os.Stat(e2.knownHostsFile()); err != nil {
+		t.Fatal("accept-new from ssh_config did not record the key")
+	}
+}
+
+// TestSSHHostKeyAlgorithms: the server has ed25519 and ECDSA keys; whichever
+// one known_hosts holds must be the one negotiated.
+func TestSSHHostKeyAlgorithms(t *testing.T) {
+	for i, name := range []string{"ed25519 known", "ecdsa known"} {
+		t.Run(name, func(t *testing.T) {
+			e := newClientEnv(t, "ed25519", "ecdsa")
+			os.Remove(e.knownHostsFile())
+			e.addKnown(t, e.srv.hostKeys[i].PublicKey())
+			p := startOK(t, e.backend(t, nil), Spec{Argv: []string{"/bin/true"}})
+			if err := p.Wait(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func TestSSHAuthFailures(t *testing.T) {
+	t.Run("unauthorized key", func(t *testing.T) {
+		e := newClientEnv(t)
+		_, other, _ := ed25519.GenerateKey(rand.Reader)
+		writeKey(t, filepath.Join(e.home, ".ssh", "id_ed25519"), other, "")
+		_, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "testhost", User: "alice", Argv: []string{"/bin/true"}})
+		if !errors.Is(err, ErrAuth) {
+			t.Fatalf("got %v, want ErrAuth", err)
+		}
+		for _, m := range []string{"alice@testhost", "id_ed25519", "no ssh-agent"} {
+			if !strings.Contains(err.Error(), m) {
+				t.Errorf("message lacks %q: %v", m, err)
+			}
+		}
+	})
+	t.Run("encrypted key, no agent", func(t *testing.T) {
+		e := newClientEnv(t)
+		_, priv, _ := ed25519.GenerateKey(rand.Reader)
+		writeKey(t, filepath.Join(e.home, ".ssh", "id_ed25519"), priv, "secret")
+		start := time.Now()
+		_, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/true"}})
+		if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "passphrase-protected") {
+			t.Fatalf("got %v", err)
+		}
+		if time.Since(start) > 3*time.Second {
+			t.Fatal("auth failure was retried")
+		}
+	})
+}
+
+// TestSSHConfigHonoured: HostName, Port, User and IdentityFile come from
+// ~/.ssh/config; the default identity is absent.
+func TestSSHConfigHonoured(t *testing.T) {
+	e := newClientEnv(t)
+	os.Rename(filepath.Join(e.home, ".ssh", "id_ed25519"), filepath.Join(e.home, ".ssh", "cluster_key"))
+	e.writeConfig(t, "Host node*\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  User mpiuser\n  IdentityFile ~/.ssh/cluster_key\n")
+	p := startOK(t, e.backend(t, nil), Spec{Host: "node7", Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.mu.Lock()
+	users := e.srv.users
+	e.srv.mu.Unlock()
+	if len(users) == 0 || users[0] != "mpiuser" {
+		t.Fatalf("server saw users %v, want mpiuser", users)
+	}
+	// An explicit ConfigFile overrides ~/.ssh/config.
+	alt := filepath.Join(t.TempDir(), "cfg")
+	os.WriteFile(alt, []byte("Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n"), 0o600)
+	p = startOK(t, e.backend(t, func(c *SSHConfig) { c.ConfigFile = alt }), Spec{Host: "other", Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	ln.Close()
+	return port
+}
+
+func TestSSHConnectionRefused(t *testing.T) {
+	e := newClientEnv(t)
+	port := freePort(t)
+	e.writeConfig(t, "Host deadhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
+	b := e.backend(t, func(c *SSHConfig) { c.ConnectTimeout = 3 * time.Second })
+	start := time.Now()
+	_, err := b.Start(context.Background(), Spec{Host: "deadhost", Argv: []string{"/bin/true"}})
+	d := time.Since(start)
+	if !errors.Is(err, syscall.ECONNREFUSED) || !strings.Contains(err.Error(), "127.0.0.1:"+port) ||
+		!strings.Contains(err.Error(), "deadhost") || !strings.Contains(err.Error(), "4 attempts") {
+		t.Fatalf("got %v", err)
+	}
+	// 3 retries back off 250+500+1000 ms.
+	if d < 1700*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("failed after %v", d)
+	}
+}
+
+// TestSSHRetryUntilUp: sshd starts listening 600ms after the first try.
+func TestSSHRetryUntilUp(t *testing.T) {
+	e := newClientEnv(t)
+	port := freePort(t)
+	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
+	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + port)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
+	go func() {
+		time.Sleep(600 * time.Millisecond)
+		relay(t, "127.0.0.1:"+port, e.srv.addr, nil)
+	}()
+	p := startOK(t, e.backend(t, nil), Spec{Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// relay forwards TCP from listen to target; while *paused is set it stops
+// moving bytes, as a cut network does.
+func relay(t *testing.T, listen, target string, paused *atomic.Bool) (string, func()) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		t.Error(err)
+		return "", func() {}
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	dropAll := func() {
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	}
+	t.Cleanup(func() {
+		close(done)
+		ln.Close()
+		dropAll()
+	})
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			for paused != nil && paused.Load() {
+				select {
+				case <-done:
+					return
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if n > 0 {
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
+			}
+			if err != nil {
+				dst.Close()
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			mu.Lock()
+			conns = append(conns, c, u)
+			mu.Unlock()
+			go pipe(u, c)
+			go pipe(c, u)
+		}
+	}()
+	return ln.Addr().String(), dropAll
+}
+
+func TestSSHKeepaliveEndsFrozenConnection(t *testing.T) {
+	e := newClientEnv(t)
+	var paused atomic.Bool
+	addr, _ := relay(t, "127.0.0.1:0", e.srv.addr, &paused)
+	_, port, _ := net.SplitHostPort(addr)
+	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
+	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize(addr)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
+	b := e.backend(t, func(c *SSHConfig) { c.KeepaliveInterval = 100 * time.Millisecond; c.KeepaliveCountMax = 3 })
+	p := startOK(t, b, Spec{Argv: []string{"/bin/cat"}})
+	p.Write([]byte("x\n"))
+	buf := make([]byte, 10)
+	if _, err := p.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // keepalives are answered meanwhile
+	paused.Store(true)
+	start := time.Now()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := p.Read(buf)
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), "testhost") {
+			t.Fatalf("Read: %v, want ErrConnectionLost naming the host", err)
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Fatalf("took %v", d)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Read still blocked 5s after the connection froze")
+	}
+	if err := p.Wait(); !errors.Is(err, ErrConnectionLost) {
+		t.Fatalf("Wait: %v", err)
+	}
+}
+
+func TestSSHContextCancelsHandshake(t *testing.T) {
+	e := newClientEnv(t)
+	// A listener that accepts and never speaks.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	e.writeConfig(t, "Host mute\n  HostName 127.0.0.1\n  Port "+port+"\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = e.backend(t, nil).Start(ctx, Spec{Host: "mute", Argv: []string{"/bin/true"}})
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > 2*time.Second {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+	// Without a caller deadline, ConnectTimeout bounds it.
+	b := e.backend(t, func(c *SSHConfig) { c.ConnectTimeout = 400 * time.Millisecond })
+	start = time.Now()
+	_, err = b.Start(context.Background(), Spec{Host: "mute", Argv: []string{"/bin/true"}})
+	if err == nil || !strings.Contains(err.Error(), "mute") || time.Since(start) > 2*time.Second {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+}
+
+func TestSSHProxyUpload(t *testing.T) {
+	e := newClientEnv(t)
+	local := filepath.Join(t.TempDir(), "gompi-proxy")
+	os.WriteFile(local, []byte("#!/bin/sh\necho proxy-up \"$@\"\nexec cat\n"), 0o755)
+	b := e.backend(t, func(c *SSHConfig) { c.LocalProxy = local })
+	sum, err := b.localHash(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := filepath.Join(e.srv.remoteHome, ".cache", "gompi", "proxy-"+sum)
+	uploads := func() int {
+		n := 0
+		for _, c := range e.srv.commands() {
+			if strings.Contains(c, `cat > "$t"`) {
+				n++
+			}
+		}
+		return n
+	}
+	for round := 1; round <= 2; round++ {
+		p := startOK(t, b, Spec{Argv: []string{"/nonexistent/gompi-proxy", "-x"}})
+		line, err := bufio.NewReader(p).ReadString('\n')
+		if err != nil || line != "proxy-up -x\n" {
+			t.Fatalf("round %d: read %q, %v", round, line, err)
+		}
+		p.Close()
+		if err := p.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(cached)
+		if err != nil || st.Mode().Perm() != 0o755 {
+			t.Fatalf("round %d: cached proxy %v %v", round, st, err)
+		}
+		if n := uploads(); n != 1 {
+			t.Fatalf("round %d: %d uploads, want 1 (then reuse)", round, n)
+		}
+	}
+	leftovers, _ := filepath.Glob(filepath.Join(e.srv.remoteHome, ".cache", "gompi", ".proxy-*"))
+	if len(leftovers) > 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+
+	// A different build at the configured path is replaced by ours.
+	stale := filepath.Join(e.srv.remoteHome, "stale-proxy")
+	os.WriteFile(stale, []byte("#!/bin/sh\necho stale\n"), 0o755)
+	p := startOK(t, b, Spec{Argv: []string{stale}})
+	if line, _ := bufio.NewReader(p).ReadString('\n'); line != "proxy-up\n" {
+		t.Fatalf("ran %q, want the uploaded proxy", line)
+	}
+	p.Close()
+	p.Wait()
+
+	// -no-proxy-upload: a missing proxy is an error naming host and path.
+	nb := e.backend(t, func(c *SSHConfig) { c.LocalProxy = local; c.NoProxyUpload = true })
+	_, err = nb.Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/nonexistent/gompi-proxy"}})
+	if !errors.Is(err, ErrProxyMissing) || !strings.Contains(err.Error(), "testhost") ||
+		!strings.Contains(err.Error(), "/nonexistent/gompi-proxy") || !strings.Contains(err.Error(), "-no-proxy-upload") {
+		t.Fatalf("got %v", err)
+	}
+	// ... and a present one is used as is.
+	p = startOK(t, nb, Spec{Argv: []string{stale}})
+	if line, _ := bufio.NewReader(p).ReadString('\n'); line != "stale\n" {
+		t.Fatalf("ran %q, want the host's own proxy", line)
+	}
+}
+
+func TestUnameMatches(t *testing.T) {
+	tests := []struct {
+		uname, goos, goarch string
+		want                bool
+	}{
+		{"Linux x86_64", "linux", "amd64", true},
+		{"Linux aarch64", "linux", "arm64", true},
+		{"Linux aarch64", "linux", "amd64", false},
+		{"Darwin arm64", "darwin", "arm64", true},
+		{"Darwin arm64", "linux", "arm64", false},
+		{"FreeBSD amd64", "freebsd", "amd64", true},
+		{"Linux i686", "linux", "386", true},
+		{"", "linux", "amd64", false},
+		{"Linux", "linux", "amd64", false},
+	}
+	for _, tc := range tests {
+		if got := unameMatches(tc.uname, tc.goos, tc.goarch); got != tc.want {
+			t.Errorf("unameMatches(%q, %s/%s) = %v", tc.uname, tc.goos, tc.goarch, got)
+		}
+	}
+	// The probe reports this machine as matching itself.
+	out, err := exec.Command("uname", "-sm").Output()
+	if err == nil && !unameMatches(strings.TrimSpace(string(out)), runtime.GOOS, runtime.GOARCH) {
+		t.Errorf("local uname %q does not match %s/%s", out, runtime.GOOS, runtime.GOARCH)
+	}
+}
+
+func TestParseProbe(t *testing.T) {
+	sum := strings.Repeat("ab", 32)
+	r, err := parseProbe("Linux x86_64\nhome=/home/u\nproxy=present " + sum + "\ncached=yes\n")
+	if err != nil || r.uname != "Linux x86_64" || r.home != "/home/u" || !r.present || r.sum != sum || !r.cached {
+		t.Fatalf("%+v %v", r, err)
+	}
+	r, err = parseProbe("Linux x86_64\nhome=/h\nproxy=present \n")
+	if err != nil || !r.present || r.sum != "" || r.cached {
+		t.Fatalf("%+v %v", r, err)
+	}
+	for _, bad := range []string{"", "Linux\n", "Linux x\nhome=relative\nproxy=missing\n", "motd\nhome=/h\n"} {
+		if _, err := parseProbe(bad); err == nil {
+			t.Errorf("parseProbe(%q) accepted", bad)
+		}
+	}
+	// The real script, run by a local shell, parses.
+	out, err := exec.Command("/bin/sh", "-c", probeScript("/bin/sh", sum)).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := parseProbe(string(out)); err != nil || !r.present || len(r.sum) != 64 || r.cached {
+		t.Fatalf("%q: %+v %v", out, r, err)
+	}
+}
+
+func FuzzParseProbe(f *testing.F) {
+	f.Add("Linux x86_64\nhome=/home/u\nproxy=present " + strings.Repeat("0", 64) + "\ncached=no\n")
+	f.Add("Linux x86_64\nhome=/\nproxy=missing\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := parseProbe(s)
+		if err != nil {
+			return
+		}
+		if !strings.HasPrefix(r.home, "/") || (r.sum != "" && !isHexSum(r.sum)) || (r.sum != "" && !r.present) {
+			t.Fatalf("inconsistent %+v from %q", r, s)
+		}
+	})
+}
+
+func TestNewSSHConfig(t *testing.T) {
+	home := t.TempDir()
+	b, err := NewSSH(SSHConfig{Home: home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := b.cfg
+	if c.ConnectTimeout != 10*time.Second || c.Retries != 3 || c.KeepaliveInterval != 2*time.Second ||
+		c.KeepaliveCountMax != 3 || c.KnownHosts[0] != home+"/.ssh/known_hosts" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	for _, bad := range []SSHConfig{
+		{Home: home, ConnectTimeout: -1},
+		{Home: home, KeepaliveCountMax: -1},
+		{Home: home, ConfigFile: filepath.Join(home, "missing")},
+	} {
+		if _, err := NewSSH(bad); err == nil {
+			t.Errorf("NewSSH(%+v) accepted", bad)
+		}
+	}
+	t.Setenv("HOME", home)
+	if b, err := NewSSH(SSHConfig{}); err != nil || b.cfg.Home != home {
+		t.Fatalf("HOME not used: %v", err)
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	got := commandLine([]string{"A=1", "B=x y"}, []string{"/p/gompi-proxy", "it's"})
+	want := `env A=1 'B=x y' /p/gompi-proxy 'it'\''s'`
+	if got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	out, err := exec.Command("/bin/sh", "-c", commandLine([]string{"V=a b'c"}, []string{"/bin/sh", "-c", `printf %s "$V"`})).Output()
+	if err != nil || string(out) != "a b'c" {
+		t.Fatalf("%q %v", out, err)
+	}
+}
+
+// TestSSHAgentAuth: with no identity files, the key comes from ssh-agent
+// at $SSH_AUTH_SOCK.
+func TestSSHAgentAuth(t *testing.T) {
+	e := newClientEnv(t)
+	pemBytes, _ := os.ReadFile(filepath.Join(e.home, ".ssh", "id_ed25519"))
+	os.Remove(filepath.Join(e.home, ".ssh", "id_ed25519"))
+	raw, err := ssh.ParseRawPrivateKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyring := agent.NewKeyring()
+	if err := keyring.Add(agent.AddedKey{PrivateKey: raw}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { agent.ServeAgent(keyring, c); c.Close() }()
+		}
+	}()
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	b, err := NewSSH(SSHConfig{Home: e.home})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startOK(t, b, Spec{Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Without the agent the same setup fails, saying so.
+	_, err = e.backend(t, nil).Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/true"}})
+	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "no ssh-agent") || !strings.Contains(err.Error(), "no usable") {
+		t.Fatalf("got %v", err)
+	}
+}
