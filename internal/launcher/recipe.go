@@ -1,6 +1,12 @@
 package launcher
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
 
 // Recipe describes a backend in a form that travels in the control
 // protocol, so a proxy in a launch tree starts the proxies below it exactly
@@ -37,6 +43,7 @@ var recipeMakers = map[string]func(Recipe) (Backend, error){
 		}
 		return RSH{Agent: r.Agent, Args: r.Args}, nil
 	},
+	"ssh": sshFromRecipe,
 }
 
 // FromRecipe re-creates the backend a Recipe describes.
@@ -46,4 +53,58 @@ func FromRecipe(r Recipe) (Backend, error) {
 		return nil, fmt.Errorf("launcher: unknown backend %q in launch recipe", r.Name)
 	}
 	return mk(r)
+}
+
+// Recipe implements Describer: a proxy in a launch tree re-creates this
+// backend with the same policy (host keys, upload, timeouts), reading its
+// own host's ~/.ssh and uploading its own executable where needed.
+func (b *SSH) Recipe() Recipe {
+	c := b.cfg
+	opts := map[string]string{
+		"connect_timeout":    c.ConnectTimeout.String(),
+		"retries":            strconv.Itoa(c.Retries),
+		"keepalive_interval": c.KeepaliveInterval.String(),
+		"keepalive_count":    strconv.Itoa(c.KeepaliveCountMax),
+	}
+	if c.AcceptNew {
+		opts["accept_new"] = "1"
+	}
+	if c.NoProxyUpload {
+		opts["no_proxy_upload"] = "1"
+	}
+	return Recipe{Name: "ssh", Opts: opts}
+}
+
+func sshFromRecipe(r Recipe) (Backend, error) {
+	o := r.Opts
+	cfg := SSHConfig{AcceptNew: o["accept_new"] == "1", NoProxyUpload: o["no_proxy_upload"] == "1"}
+	var errs []error
+	dur := func(k string) time.Duration {
+		if o[k] == "" {
+			return 0
+		}
+		d, err := time.ParseDuration(o[k])
+		errs = append(errs, err)
+		return d
+	}
+	num := func(k string) int {
+		if o[k] == "" {
+			return 0
+		}
+		n, err := strconv.Atoi(o[k])
+		errs = append(errs, err)
+		return n
+	}
+	cfg.ConnectTimeout, cfg.KeepaliveInterval = dur("connect_timeout"), dur("keepalive_interval")
+	cfg.Retries, cfg.KeepaliveCountMax = num("retries"), num("keepalive_count")
+	if cfg.Retries == 0 {
+		cfg.Retries = -1 // recorded after defaults: 0 means none
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("launcher: ssh recipe: %w", err)
+	}
+	if exe, err := os.Executable(); err == nil {
+		cfg.LocalProxy = exe
+	}
+	return NewSSH(cfg)
 }
