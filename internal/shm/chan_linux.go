@@ -260,7 +260,7 @@ func checkHeader(mem []byte) (ringSize uint64, err error) {
 		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, fileVersion)
 	}
 	rs := u64(mem, offRingSize).Load()
-	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 {
+	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 || rs > uint64(maxInt-hdrSize)/2 {
 		return 0, fmt.Errorf("%w: ring size %d", ErrCorrupt, rs)
 	}
 	return rs, nil
