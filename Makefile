@@ -37,6 +37,7 @@ demo: build
 bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
 	$(GO) test -run "^$$" -bench Fence4096 -benchtime 20x ./pmi/
+	$(GO) test -run "^$$" -bench . ./internal/shm/
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
