@@ -46,9 +46,10 @@ const (
 	fileMagic   = 0x314d48534f504d47 // "GMPOSHM1" read little-endian
 	fileVersion = 1
 
-	stateInit     = 0
-	stateReady    = 1
-	stateAttached = 2
+	stateInit      = 0
+	stateReady     = 1
+	stateAttached  = 2
+	stateAbandoned = 3 // the creator gave up waiting
 
 	// A frame header is one 8-byte word: frameTag in the top 16 bits, the
 	// message length in the low 48. Frames start 8-aligned, so a header never
@@ -162,7 +163,9 @@ func create(ctx context.Context, path string, o Options) (*Chan, error) {
 				err = fmt.Errorf("%w: %w", ErrPeerDead, err)
 			}
 		}
-		if err != nil && state.Load() != stateAttached {
+		// Give up only if the peer has not attached meanwhile; the CAS
+		// stops it from attaching to a file that is going away.
+		if err != nil && state.CompareAndSwap(stateReady, stateAbandoned) {
 			return fail(fmt.Errorf("shm: waiting for the peer to open %s: %w", path, err))
 		}
 	}
@@ -248,10 +251,7 @@ func checkHeader(mem []byte) (ringSize uint64, err error) {
 		return 0, fmt.Errorf("%w: short header", ErrCorrupt)
 	}
 	if s := u32(mem, offState).Load(); s != stateReady {
-		if s == stateAttached {
-			return 0, fmt.Errorf("%w: already attached by another process", ErrCorrupt)
-		}
-		return 0, fmt.Errorf("%w: bad state %d", ErrCorrupt, s)
+		return 0, stateErr(s)
 	}
 	if m := u64(mem, offMagic).Load(); m != fileMagic {
 		return 0, fmt.Errorf("%w: bad magic %#x", ErrCorrupt, m)
@@ -260,10 +260,20 @@ func checkHeader(mem []byte) (ringSize uint64, err error) {
 		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, fileVersion)
 	}
 	rs := u64(mem, offRingSize).Load()
-	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 {
+	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 || rs > uint64(maxInt-hdrSize)/2 {
 		return 0, fmt.Errorf("%w: ring size %d", ErrCorrupt, rs)
 	}
 	return rs, nil
+}
+
+func stateErr(s uint32) error {
+	switch s {
+	case stateAttached:
+		return fmt.Errorf("%w: already attached by another process", ErrCorrupt)
+	case stateAbandoned:
+		return fmt.Errorf("%w: the creator gave up waiting for us", ErrClosed)
+	}
+	return fmt.Errorf("%w: bad state %d", ErrCorrupt, s)
 }
 
 // attach is the opener's side of the handshake on a mapping of the whole file.
@@ -279,7 +289,7 @@ func attach(mem []byte, o Options) (*Chan, error) {
 	writeIdentity(mem, 1)
 	state := u32(mem, offState)
 	if !state.CompareAndSwap(stateReady, stateAttached) {
-		return nil, fmt.Errorf("%w: already attached by another process", ErrCorrupt)
+		return nil, stateErr(state.Load())
 	}
 	futexWake(unsafe.Pointer(state))
 	return newChan(mem, 1, o)

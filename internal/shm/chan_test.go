@@ -318,6 +318,15 @@ func TestOwnCloseWakesRecv(t *testing.T) {
 	if _, err := a.RecvBytes(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("recv after close: %v", err)
 	}
+	if err := a.Send(context.Background(), nil, nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("send after close: %v", err)
+	}
+	if a.Pending() {
+		t.Fatal("pending after close")
+	}
+	if err := a.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
 }
 
 func TestAliveFunc(t *testing.T) {

@@ -81,13 +81,16 @@ func FuzzHeader(f *testing.F) {
 	bad := image()[:64]
 	bad[offRingSize] = 1
 	f.Add(bad)
+	abandoned := image()[:64]
+	abandoned[offState] = stateAbandoned
+	f.Add(abandoned)
 	f.Fuzz(func(t *testing.T, hdr []byte) {
 		mem := image()
 		copy(mem, hdr[:min(len(hdr), hdrSize)])
 		c, err := attach(mem, Options{Spin: -1, Poll: DefaultPoll})
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) {
-				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrClosed) {
+				t.Fatalf("error %v wraps neither ErrCorrupt nor ErrClosed", err)
 			}
 			return
 		}

@@ -317,3 +317,25 @@ func BenchmarkMemcpy4MiB(b *testing.B) {
 		copy(dst, src)
 	}
 }
+
+// TestKilledDuringConnect: a creator killed before its peer attached leaves
+// its file behind (nothing else can remove it); Sweep does.
+func TestKilledDuringConnect(t *testing.T) {
+	job := testJob(t)
+	cmd, _ := spawn(t, helperCfg{mode: "sleep", job: job, self: 0, peer: 1, ring: MinRingSize})
+	deadline := time.Now().Add(10 * time.Second)
+	for len(shmFiles(job)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if f := shmFiles(job); len(f) != 1 {
+		t.Fatalf("files: %v", f)
+	}
+	if n, err := Sweep("", job); n != 1 || err != nil {
+		t.Fatalf("swept %d, %v", n, err)
+	}
+	if f := shmFiles(job); len(f) != 0 {
+		t.Fatalf("files left after Sweep: %v", f)
+	}
+}

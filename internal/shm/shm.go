@@ -160,7 +160,8 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.RingSize == 0 {
 		r.RingSize = DefaultRingSize
 	}
-	if r.RingSize < MinRingSize || r.RingSize > MaxRingSize || r.RingSize&(r.RingSize-1) != 0 {
+	if r.RingSize < MinRingSize || r.RingSize > MaxRingSize || r.RingSize&(r.RingSize-1) != 0 ||
+		r.RingSize > (int(^uint(0)>>1)-4096)/2 { // the file must fit in an int on 32-bit systems
 		return r, fmt.Errorf("shm: ring size %d is not a power of two in [%d, %d]", r.RingSize, MinRingSize, MaxRingSize)
 	}
 	if r.Spin == 0 {
