@@ -120,6 +120,10 @@ func (p *proc) getLink(ctx context.Context, pe *peer) (link, error) {
 
 // attach installs a handshaken connection as pe's link. Caller holds pe.mu.
 func (p *proc) attachLocked(pe *peer, conn net.Conn) {
+	if p.errClosed() != nil {
+		conn.Close() // Finalize or Abort already went over the peers
+		return
+	}
 	l := newTCPLink(p, pe, conn)
 	pe.ln = l
 	pe.dialing = false
@@ -327,7 +331,7 @@ type tcpLink struct {
 	queue    []*outFrame
 	kick     chan struct{} // cap 1: the writer has work
 	closed   bool          // no more frames accepted
-	byeQueue bool
+	byeQueue bool          // BYE is queued
 	dead     chan struct{} // closed by close()
 	deadOnce sync.Once
 	alive    atomic.Int32 // running loops; the last one out closes conn
@@ -403,55 +407,53 @@ func (l *tcpLink) close() {
 func (l *tcpLink) writeLoop() {
 	defer l.loopDone()
 	var hb [headerSize]byte
-	var werr error
 	for {
 		select {
 		case <-l.kick:
 		case <-l.dead:
-			werr = l.failure()
+			l.drain(nil, l.failure())
+			return
 		}
 		l.mu.Lock()
 		q := l.queue
 		l.queue = nil
-		if werr != nil {
-			l.closed = true
-		}
 		l.mu.Unlock()
-		for _, f := range q {
-			if werr == nil {
-				f.h.encode(hb[:])
-				bufs := net.Buffers{hb[:]}
-				if len(f.payload) > 0 {
-					bufs = append(bufs, f.payload)
-				}
-				if _, err := bufs.WriteTo(l.conn); err != nil {
-					werr = err
-					l.close()
-					werr = l.failure()
-				}
+		for i, f := range q {
+			f.h.encode(hb[:])
+			bufs := net.Buffers{hb[:]}
+			if len(f.payload) > 0 {
+				bufs = append(bufs, f.payload)
+			}
+			if _, err := bufs.WriteTo(l.conn); err != nil {
+				l.close()
+				l.drain(q[i:], l.failure())
+				return
 			}
 			if f.done != nil {
-				f.done(werr)
+				f.done(nil)
 			}
-			if werr == nil && f.h.Type == frameBye {
-				l.mu.Lock()
-				l.closed = true
-				rest := l.queue
-				l.queue = nil
-				l.mu.Unlock()
+			if f.h.Type == frameBye {
 				if tc, ok := l.conn.(*net.TCPConn); ok {
 					tc.CloseWrite()
 				}
-				for _, r := range rest {
-					if r.done != nil {
-						r.done(ErrFinalized)
-					}
-				}
+				l.drain(q[i+1:], l.failure())
 				return
 			}
 		}
-		if werr != nil {
-			return
+	}
+}
+
+// drain stops the link accepting frames and fails q and every frame still
+// queued with err.
+func (l *tcpLink) drain(q []*outFrame, err error) {
+	l.mu.Lock()
+	l.closed = true
+	q = append(q, l.queue...)
+	l.queue = nil
+	l.mu.Unlock()
+	for _, f := range q {
+		if f.done != nil {
+			f.done(err)
 		}
 	}
 }
@@ -461,19 +463,19 @@ func (l *tcpLink) writeLoop() {
 func (l *tcpLink) readLoop() {
 	defer l.loopDone()
 	bye, err := l.p.readFrames(l.pe, l, bufio.NewReaderSize(l.conn, 64<<10))
-	var cause error
-	if bye && errors.Is(err, io.EOF) {
-		cause = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
-		l.shutdown(time.Now().Add(l.p.cfg.Linger)) // answer with our own BYE
-	} else {
+	orderly := bye && errors.Is(err, io.EOF)
+	var cause error = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
+	if !orderly {
 		cause = &PeerError{Rank: l.pe.rank, Err: fmt.Errorf("connection lost: %v", err)}
 	}
 	if closed := l.p.errClosed(); closed != nil {
 		cause = closed
 	}
 	l.pe.fail(cause)
-	l.p.eng.failSource(l.pe.rank, cause, bye)
-	if !bye {
+	l.p.eng.failSource(l.pe.rank, cause, orderly)
+	if orderly {
+		l.shutdown(time.Now().Add(l.p.cfg.Linger)) // answer with our own BYE
+	} else {
 		l.close()
 	}
 }
