@@ -6,6 +6,7 @@ package rt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -200,5 +201,13 @@ func TestHarnessPeerKilled(t *testing.T) {
 			!strings.Contains(out, fmt.Sprintf("rank %d: ok", r)) {
 			t.Fatalf("rank %d: %v\n%s", r, errs[r], out)
 		}
+	}
+}
+
+func TestGompiexecAbort(t *testing.T) {
+	out, err := run(t, time.Minute, bin("gompiexec"), "-n", "3", bin("rtprog"), "abort")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 || strings.Contains(out, "FAIL") {
+		t.Fatalf("want exit 7: %v\n%s", err, out)
 	}
 }
