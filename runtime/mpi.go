@@ -6,6 +6,20 @@
 // publishes "host:port" in the job's key-value space, and connects to a
 // peer lazily on first use. Every connection is authenticated with an
 // HMAC challenge/response over a per-job secret. See docs/transport.md.
+//
+// Typed buffers ([]T for any Number T) travel as their raw bytes with no
+// encoding; SendValue/RecvValue carry any value through a Codec (gob by
+// default). Non-blocking operations return a *Request (Wait with a context,
+// Test, Done for select); blocking ones return when done, never by polling.
+//
+// Point-to-point operations are safe to use from many goroutines at once.
+// Collective operations (Barrier, Dup, Split, Bcast, Reduce, Allreduce) must,
+// as in MPI, be called by every member of the communicator in the same order,
+// one at a time per communicator.
+//
+// Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
+// ErrAborted, ErrFinalized, *PeerError for a failed or departed peer, and
+// wrapped context errors. The library never exits the process.
 package mpi
 
 import (

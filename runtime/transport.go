@@ -340,6 +340,8 @@ type tcpLink struct {
 func newTCPLink(p *proc, pe *peer, conn net.Conn) *tcpLink {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		// Keepalive notices a peer whose host vanished without closing.
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3})
 	}
 	l := &tcpLink{p: p, pe: pe, conn: conn, kick: make(chan struct{}, 1), dead: make(chan struct{})}
 	l.alive.Store(2)
