@@ -578,3 +578,20 @@ func TestInprocProbeBlocksAndWaitSome(t *testing.T) {
 		return nil
 	})
 }
+
+func TestSendrecvBadDestDoesNotHang(t *testing.T) {
+	comms, _ := world(t, 2, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Sendrecv(comms[0], []int{1}, 9, 0, []int{0}, 1, 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrRank) {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Sendrecv with a bad destination hung")
+	}
+}
