@@ -81,6 +81,15 @@ func TestGompiexecAll(t *testing.T) {
 	}
 }
 
+// The same under gompiexec's Hydra-compatible PMI_PORT mode.
+func TestGompiexecPMIPort(t *testing.T) {
+	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-pmi-port", "-n", "4", bin("rtprog"), "all")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	wantOK(t, out, 4)
+}
+
 func TestGompiexecStranger(t *testing.T) {
 	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-n", "3", bin("rtprog"), "stranger")
 	if err != nil {
@@ -209,5 +218,20 @@ func TestGompiexecAbort(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 7 || strings.Contains(out, "FAIL") {
 		t.Fatalf("want exit 7: %v\n%s", err, out)
+	}
+}
+
+// gompiexec gives every rank of a job the same fresh 32-byte secret.
+func TestGompiexecJobSecret(t *testing.T) {
+	secret := func() []string {
+		out, err := run(t, time.Minute, bin("gompiexec"), "-n", "2", "/bin/sh", "-c", "echo $GOMPI_JOB_SECRET")
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return strings.Fields(out)
+	}
+	a, b := secret(), secret()
+	if len(a) != 2 || a[0] != a[1] || len(a[0]) != 64 || len(b) != 2 || b[0] == a[0] {
+		t.Fatalf("secrets %q then %q", a, b)
 	}
 }
