@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -594,4 +595,39 @@ func TestSendrecvBadDestDoesNotHang(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Sendrecv with a bad destination hung")
 	}
+}
+
+// Truncation and values on the rendezvous path; the stream stays in step.
+func TestInprocRendezvousTruncateAndBigValue(t *testing.T) {
+	comms, _ := world(t, 2, func(c *Config) { c.EagerLimit = 64 })
+	big := strings.Repeat("gompi", 50000)
+	each(t, comms, func(c *Comm) error {
+		if c.Rank() == 0 {
+			long := make([]int32, 1000)
+			for i := range long {
+				long[i] = int32(i)
+			}
+			if err := Send(c, long, 1, 1); err != nil {
+				return err
+			}
+			if err := c.SendValue(big, 1, 2); err != nil {
+				return err
+			}
+			return Send(c, []int32{77}, 1, 3)
+		}
+		short := make([]int32, 10)
+		st, err := Recv(c, short, 0, 1)
+		if !errors.Is(err, ErrTruncate) || st.Count != 10 || short[9] != 9 {
+			return fmt.Errorf("rendezvous truncation: %+v %v %v", st, err, short)
+		}
+		var s string
+		if _, err := c.RecvValue(&s, 0, 2); err != nil || s != big {
+			return fmt.Errorf("big value: %d bytes, %v", len(s), err)
+		}
+		v := []int32{0}
+		if _, err := Recv(c, v, 0, 3); err != nil || v[0] != 77 {
+			return fmt.Errorf("after: %v %v", v, err)
+		}
+		return nil
+	})
 }
