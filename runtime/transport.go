@@ -148,8 +148,9 @@ func (p *proc) attachLocked(pe *peer, conn net.Conn) {
 const hsMagic = "GOMPI-RT1"
 
 const (
-	hsOK  = 0 // link established
-	hsDup = 1 // refused: the other direction's connection wins
+	hsOK      = 0 // link established
+	hsDup     = 1 // refused: the other direction's connection wins
+	hsRefused = 2 // refused: the acceptor considers the dialer failed or is closing
 )
 
 func hsMAC(secret []byte, label string, nA, nD []byte, d, a uint32, extra ...byte) []byte {
@@ -222,9 +223,12 @@ func (p *proc) accept(conn net.Conn) error {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	status := byte(hsOK)
-	// One connection per pair: when both sides dial at once, the lower
-	// rank's dial wins.
-	if pe.ln != nil || pe.err != nil || (pe.dialing && p.rank < int(d)) {
+	switch {
+	case pe.err != nil || p.errClosed() != nil:
+		status = hsRefused
+	case pe.ln != nil || (pe.dialing && p.rank < int(d)):
+		// One connection per pair: when both sides dial at once, the
+		// lower rank's dial wins.
 		status = hsDup
 	}
 	reply := append([]byte{status}, hsMAC(p.secret, "accept", nA, nD, d, a, status)...)
@@ -304,11 +308,15 @@ func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
 	if !hmac.Equal(reply[1:], hsMAC(p.secret, "accept", nA, nD, dr, ar, reply[0])) {
 		return fail(errAuth)
 	}
-	if reply[0] != hsOK {
+	switch reply[0] {
+	case hsOK:
+	case hsDup:
 		// pe.dialing stays set until the winning connection is attached, so
 		// no second dial starts meanwhile.
 		conn.Close()
 		return true, errors.New("refused as duplicate")
+	default:
+		return fail(errors.New("refused by the peer"))
 	}
 	if !stop() {
 		return fail(ctx.Err())
