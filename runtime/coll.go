@@ -7,7 +7,16 @@ import (
 
 // Simple binomial-tree collectives over numeric slices. They run on the
 // communicator's collective context, so they never match user messages.
-// (Placeholder implementations; the collectives work extends them.)
+// (First implementations; the collectives work extends or replaces them.)
+//
+// Building blocks for collectives inside this package:
+//   - c.isend(c.collCtx(), bytes, dest, tag) *Request and
+//     c.irecv(c.collCtx(), bytes, elemSize, src, tag, false) *Request move
+//     raw bytes on the collective context; asBytes(slice) views a []T as bytes.
+//   - Each collective uses its own tag (tagBarrier, tagBcast, ...; add new
+//     ones to the list in comm.go); ordering between successive calls follows
+//     from MPI's non-overtaking rule, since every rank calls collectives in the
+//     same order.
 
 // Op is a reduction operation.
 type Op int

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -502,4 +503,131 @@ func TestSingleton(t *testing.T) {
 	if err := c.Barrier(); !errors.Is(err, ErrFinalized) {
 		t.Fatalf("barrier after finalize: %v", err)
 	}
+}
+
+// Several goroutines per rank use one communicator at once, each on its
+// own tag, with sizes on both sides of the eager limit.
+func TestInprocConcurrentGoroutines(t *testing.T) {
+	comms, _ := world(t, 3, func(c *Config) { c.EagerLimit = 256 })
+	each(t, comms, func(c *Comm) error {
+		const workers, rounds = 4, 20
+		errs := make(chan error, workers)
+		for w := 0; w < workers; w++ {
+			go func(w int) {
+				errs <- func() error {
+					n := c.Size()
+					right, left := (c.Rank()+1)%n, (c.Rank()+n-1)%n
+					for i := 0; i < rounds; i++ {
+						size := 1 + (i*37+w*101)%200 // 8..1600 bytes
+						out := make([]int64, size)
+						out[0], out[size-1] = int64(i), int64(w)
+						in := make([]int64, 200)
+						st, err := Sendrecv(c, out, right, w, in, left, w)
+						if err != nil {
+							return err
+						}
+						if st.Count != size || in[0] != int64(i) || in[size-1] != int64(w) {
+							return fmt.Errorf("worker %d round %d: %+v %v", w, i, st, in[:2])
+						}
+					}
+					return nil
+				}()
+			}(w)
+		}
+		for w := 0; w < workers; w++ {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func TestInprocProbeBlocksAndWaitSome(t *testing.T) {
+	comms, _ := world(t, 2, nil)
+	each(t, comms, func(c *Comm) error {
+		if c.Rank() == 1 {
+			time.Sleep(20 * time.Millisecond) // rank 0 is already blocked in Probe
+			if err := Send(c, make([]float32, 100000), 0, 4); err != nil {
+				return err
+			}
+			return Send(c, []float32{1}, 0, 5)
+		}
+		st, err := Probe[float32](c, 1, AnyTag)
+		if err != nil || st.Count != 100000 || st.Tag != 4 {
+			return fmt.Errorf("probe of a rendezvous message: %+v %v", st, err)
+		}
+		big := Irecv(c, make([]float32, st.Count), 1, 4)
+		small := Irecv(c, make([]float32, 1), 1, 5)
+		reqs := []*Request{big, small}
+		seen := 0
+		for seen < 2 {
+			idx, _, err := WaitSome(context.Background(), reqs...)
+			if err != nil {
+				return err
+			}
+			for _, i := range idx {
+				reqs[i] = nil
+				seen++
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		if _, err := ProbeContext[byte](ctx, c, 1, 6); !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("probe with a deadline: %v", err)
+		}
+		return nil
+	})
+}
+
+func TestSendrecvBadDestDoesNotHang(t *testing.T) {
+	comms, _ := world(t, 2, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := Sendrecv(comms[0], []int{1}, 9, 0, []int{0}, 1, 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrRank) {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Sendrecv with a bad destination hung")
+	}
+}
+
+// Truncation and values on the rendezvous path; the stream stays in step.
+func TestInprocRendezvousTruncateAndBigValue(t *testing.T) {
+	comms, _ := world(t, 2, func(c *Config) { c.EagerLimit = 64 })
+	big := strings.Repeat("gompi", 50000)
+	each(t, comms, func(c *Comm) error {
+		if c.Rank() == 0 {
+			long := make([]int32, 1000)
+			for i := range long {
+				long[i] = int32(i)
+			}
+			if err := Send(c, long, 1, 1); err != nil {
+				return err
+			}
+			if err := c.SendValue(big, 1, 2); err != nil {
+				return err
+			}
+			return Send(c, []int32{77}, 1, 3)
+		}
+		short := make([]int32, 10)
+		st, err := Recv(c, short, 0, 1)
+		if !errors.Is(err, ErrTruncate) || st.Count != 10 || short[9] != 9 {
+			return fmt.Errorf("rendezvous truncation: %+v %v %v", st, err, short)
+		}
+		var s string
+		if _, err := c.RecvValue(&s, 0, 2); err != nil || s != big {
+			return fmt.Errorf("big value: %d bytes, %v", len(s), err)
+		}
+		v := []int32{0}
+		if _, err := Recv(c, v, 0, 3); err != nil || v[0] != 77 {
+			return fmt.Errorf("after: %v %v", v, err)
+		}
+		return nil
+	})
 }

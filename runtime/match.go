@@ -13,8 +13,7 @@ type recvOp struct {
 	comm     *Comm
 	buf      []byte
 	alloc    bool // take the message as a new slice (RecvValue)
-	data     []byte
-	elem     int // element size, for Status.Count
+	elem     int  // element size, for Status.Count
 	req      *Request
 }
 

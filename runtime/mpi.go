@@ -6,6 +6,20 @@
 // publishes "host:port" in the job's key-value space, and connects to a
 // peer lazily on first use. Every connection is authenticated with an
 // HMAC challenge/response over a per-job secret. See docs/transport.md.
+//
+// Typed buffers ([]T for any Number T) travel as their raw bytes with no
+// encoding; SendValue/RecvValue carry any value through a Codec (gob by
+// default). Non-blocking operations return a *Request (Wait with a context,
+// Test, Done for select); blocking ones return when done, never by polling.
+//
+// Point-to-point operations are safe to use from many goroutines at once.
+// Collective operations (Barrier, Dup, Split, Bcast, Reduce, Allreduce) must,
+// as in MPI, be called by every member of the communicator in the same order,
+// one at a time per communicator.
+//
+// Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
+// ErrAborted, ErrFinalized, *PeerError for a failed or departed peer, and
+// wrapped context errors. The library never exits the process.
 package mpi
 
 import (
@@ -208,10 +222,10 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	p := &proc{cfg: cfg, boot: cfg.Bootstrap, rank: cfg.Bootstrap.Rank(), size: cfg.Bootstrap.Size(),
 		closing: make(chan struct{}), addrs: map[int]string{}, nextCtx: 1}
-	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if p.size < 1 || p.rank < 0 || p.rank >= p.size {
 		return nil, fmt.Errorf("mpi: init: bad rank %d of size %d", p.rank, p.size)
 	}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.eng = newEngine()
 	p.peers = make([]*peer, p.size)
 	for i := range p.peers {
@@ -228,14 +242,17 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 		}
 	}
 	if p.size > 1 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(listenHost(cfg.Host), "0"))
+		// Listen on all interfaces; every connection is authenticated.
+		ln, err := net.Listen("tcp", ":0")
 		if err != nil {
+			p.cancel()
 			return nil, fmt.Errorf("mpi: init: listen: %w", err)
 		}
 		p.ln = ln
 		port := ln.Addr().(*net.TCPAddr).Port
 		if err := p.boot.Put(kvsAddr+strconv.Itoa(p.rank), net.JoinHostPort(cfg.Host, strconv.Itoa(port))); err != nil {
 			ln.Close()
+			p.cancel()
 			return nil, fmt.Errorf("mpi: init: %w", err)
 		}
 		if p.secret == nil && p.rank == 0 {
@@ -244,11 +261,13 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 			p.secret = b
 			if err := p.boot.Put(kvsSecret, hex.EncodeToString(b)); err != nil {
 				ln.Close()
+				p.cancel()
 				return nil, fmt.Errorf("mpi: init: %w", err)
 			}
 		}
 		if err := p.boot.Fence(ctx); err != nil {
 			ln.Close()
+			p.cancel()
 			return nil, fmt.Errorf("mpi: init: fence: %w", err)
 		}
 		if p.secret == nil {
@@ -258,6 +277,7 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 			}
 			if err != nil {
 				ln.Close()
+				p.cancel()
 				return nil, fmt.Errorf("mpi: init: job secret: %w", err)
 			}
 		}
@@ -271,10 +291,6 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	p.world = &Comm{p: p, ctx: 0, rank: p.rank, group: group}
 	return p.world, nil
 }
-
-// listenHost is the address to bind: all interfaces, so peers on any
-// network reach us (every connection is authenticated).
-func listenHost(string) string { return "" }
 
 // errClosed is what operations return after Finalize or Abort.
 func (p *proc) errClosed() error {

@@ -70,6 +70,14 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
 	rr := Irecv(c, recvbuf, src, recvtag)
 	sr := Isend(c, sendbuf, dest, sendtag)
+	select {
+	case <-rr.Done():
+	case <-sr.Done():
+		if sr.err != nil && rr.Cancel() {
+			// The send failed: do not wait for a reply that may never come.
+			return Status{}, sr.err
+		}
+	}
 	st, rerr := rr.Wait(context.Background())
 	_, serr := sr.Wait(context.Background())
 	if rerr != nil {

@@ -17,9 +17,11 @@ import (
 )
 
 // link is a connection to one peer. A link has one goroutine that owns
-// its writes (frames go out in send order) and one that reads frames and
-// hands them to proc.dispatch. TCP is the only link today; a shared-memory
-// ring (internal/shm) can implement the same interface for same-host peers.
+// its writes (frames go out in send order) and one that reads its byte
+// stream with proc.readFrames, which parses and dispatches every frame. TCP
+// is the only link today; a shared-memory ring (internal/shm) can implement
+// the same interface for same-host peers and be installed as peer.ln after
+// the same authentication.
 type link interface {
 	// send queues f; it never blocks on the network. f.done, if set, is
 	// called once with the write's result.
@@ -120,6 +122,10 @@ func (p *proc) getLink(ctx context.Context, pe *peer) (link, error) {
 
 // attach installs a handshaken connection as pe's link. Caller holds pe.mu.
 func (p *proc) attachLocked(pe *peer, conn net.Conn) {
+	if p.errClosed() != nil {
+		conn.Close() // Finalize or Abort already went over the peers
+		return
+	}
 	l := newTCPLink(p, pe, conn)
 	pe.ln = l
 	pe.dialing = false
@@ -142,8 +148,9 @@ func (p *proc) attachLocked(pe *peer, conn net.Conn) {
 const hsMagic = "GOMPI-RT1"
 
 const (
-	hsOK  = 0 // link established
-	hsDup = 1 // refused: the other direction's connection wins
+	hsOK      = 0 // link established
+	hsDup     = 1 // refused: the other direction's connection wins
+	hsRefused = 2 // refused: the acceptor considers the dialer failed or is closing
 )
 
 func hsMAC(secret []byte, label string, nA, nD []byte, d, a uint32, extra ...byte) []byte {
@@ -216,9 +223,12 @@ func (p *proc) accept(conn net.Conn) error {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	status := byte(hsOK)
-	// One connection per pair: when both sides dial at once, the lower
-	// rank's dial wins.
-	if pe.ln != nil || pe.err != nil || (pe.dialing && p.rank < int(d)) {
+	switch {
+	case pe.err != nil || p.errClosed() != nil:
+		status = hsRefused
+	case pe.ln != nil || (pe.dialing && p.rank < int(d)):
+		// One connection per pair: when both sides dial at once, the
+		// lower rank's dial wins.
 		status = hsDup
 	}
 	reply := append([]byte{status}, hsMAC(p.secret, "accept", nA, nD, d, a, status)...)
@@ -298,11 +308,15 @@ func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
 	if !hmac.Equal(reply[1:], hsMAC(p.secret, "accept", nA, nD, dr, ar, reply[0])) {
 		return fail(errAuth)
 	}
-	if reply[0] != hsOK {
+	switch reply[0] {
+	case hsOK:
+	case hsDup:
 		// pe.dialing stays set until the winning connection is attached, so
 		// no second dial starts meanwhile.
 		conn.Close()
 		return true, errors.New("refused as duplicate")
+	default:
+		return fail(errors.New("refused by the peer"))
 	}
 	if !stop() {
 		return fail(ctx.Err())
@@ -327,7 +341,7 @@ type tcpLink struct {
 	queue    []*outFrame
 	kick     chan struct{} // cap 1: the writer has work
 	closed   bool          // no more frames accepted
-	byeQueue bool
+	byeQueue bool          // BYE is queued
 	dead     chan struct{} // closed by close()
 	deadOnce sync.Once
 	alive    atomic.Int32 // running loops; the last one out closes conn
@@ -336,6 +350,8 @@ type tcpLink struct {
 func newTCPLink(p *proc, pe *peer, conn net.Conn) *tcpLink {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
+		// Keepalive notices a peer whose host vanished without closing.
+		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3})
 	}
 	l := &tcpLink{p: p, pe: pe, conn: conn, kick: make(chan struct{}, 1), dead: make(chan struct{})}
 	l.alive.Store(2)
@@ -403,55 +419,53 @@ func (l *tcpLink) close() {
 func (l *tcpLink) writeLoop() {
 	defer l.loopDone()
 	var hb [headerSize]byte
-	var werr error
 	for {
 		select {
 		case <-l.kick:
 		case <-l.dead:
-			werr = l.failure()
+			l.drain(nil, l.failure())
+			return
 		}
 		l.mu.Lock()
 		q := l.queue
 		l.queue = nil
-		if werr != nil {
-			l.closed = true
-		}
 		l.mu.Unlock()
-		for _, f := range q {
-			if werr == nil {
-				f.h.encode(hb[:])
-				bufs := net.Buffers{hb[:]}
-				if len(f.payload) > 0 {
-					bufs = append(bufs, f.payload)
-				}
-				if _, err := bufs.WriteTo(l.conn); err != nil {
-					werr = err
-					l.close()
-					werr = l.failure()
-				}
+		for i, f := range q {
+			f.h.encode(hb[:])
+			bufs := net.Buffers{hb[:]}
+			if len(f.payload) > 0 {
+				bufs = append(bufs, f.payload)
+			}
+			if _, err := bufs.WriteTo(l.conn); err != nil {
+				l.close()
+				l.drain(q[i:], l.failure())
+				return
 			}
 			if f.done != nil {
-				f.done(werr)
+				f.done(nil)
 			}
-			if werr == nil && f.h.Type == frameBye {
-				l.mu.Lock()
-				l.closed = true
-				rest := l.queue
-				l.queue = nil
-				l.mu.Unlock()
+			if f.h.Type == frameBye {
 				if tc, ok := l.conn.(*net.TCPConn); ok {
 					tc.CloseWrite()
 				}
-				for _, r := range rest {
-					if r.done != nil {
-						r.done(ErrFinalized)
-					}
-				}
+				l.drain(q[i+1:], l.failure())
 				return
 			}
 		}
-		if werr != nil {
-			return
+	}
+}
+
+// drain stops the link accepting frames and fails q and every frame still
+// queued with err.
+func (l *tcpLink) drain(q []*outFrame, err error) {
+	l.mu.Lock()
+	l.closed = true
+	q = append(q, l.queue...)
+	l.queue = nil
+	l.mu.Unlock()
+	for _, f := range q {
+		if f.done != nil {
+			f.done(err)
 		}
 	}
 }
@@ -461,19 +475,19 @@ func (l *tcpLink) writeLoop() {
 func (l *tcpLink) readLoop() {
 	defer l.loopDone()
 	bye, err := l.p.readFrames(l.pe, l, bufio.NewReaderSize(l.conn, 64<<10))
-	var cause error
-	if bye && errors.Is(err, io.EOF) {
-		cause = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
-		l.shutdown(time.Now().Add(l.p.cfg.Linger)) // answer with our own BYE
-	} else {
+	orderly := bye && errors.Is(err, io.EOF)
+	var cause error = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
+	if !orderly {
 		cause = &PeerError{Rank: l.pe.rank, Err: fmt.Errorf("connection lost: %v", err)}
 	}
 	if closed := l.p.errClosed(); closed != nil {
 		cause = closed
 	}
 	l.pe.fail(cause)
-	l.p.eng.failSource(l.pe.rank, cause, bye)
-	if !bye {
+	l.p.eng.failSource(l.pe.rank, cause, orderly)
+	if orderly {
+		l.shutdown(time.Now().Add(l.p.cfg.Linger)) // answer with our own BYE
+	} else {
 		l.close()
 	}
 }

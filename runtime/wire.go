@@ -96,11 +96,3 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 	}
 	return h, nil
 }
-
-// payloadLen is how many bytes follow the header on the wire.
-func (h *header) payloadLen() uint64 {
-	if h.Type == frameEager || h.Type == frameData {
-		return h.Len
-	}
-	return 0
-}

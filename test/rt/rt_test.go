@@ -6,6 +6,7 @@ package rt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -78,6 +79,15 @@ func TestGompiexecAll(t *testing.T) {
 			wantOK(t, out, n)
 		})
 	}
+}
+
+// The same under gompiexec's Hydra-compatible PMI_PORT mode.
+func TestGompiexecPMIPort(t *testing.T) {
+	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-pmi-port", "-n", "4", bin("rtprog"), "all")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	wantOK(t, out, 4)
 }
 
 func TestGompiexecStranger(t *testing.T) {
@@ -200,5 +210,28 @@ func TestHarnessPeerKilled(t *testing.T) {
 			!strings.Contains(out, fmt.Sprintf("rank %d: ok", r)) {
 			t.Fatalf("rank %d: %v\n%s", r, errs[r], out)
 		}
+	}
+}
+
+func TestGompiexecAbort(t *testing.T) {
+	out, err := run(t, time.Minute, bin("gompiexec"), "-n", "3", bin("rtprog"), "abort")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 || strings.Contains(out, "FAIL") {
+		t.Fatalf("want exit 7: %v\n%s", err, out)
+	}
+}
+
+// gompiexec gives every rank of a job the same fresh 32-byte secret.
+func TestGompiexecJobSecret(t *testing.T) {
+	secret := func() []string {
+		out, err := run(t, time.Minute, bin("gompiexec"), "-n", "2", "/bin/sh", "-c", "echo $GOMPI_JOB_SECRET")
+		if err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		return strings.Fields(out)
+	}
+	a, b := secret(), secret()
+	if len(a) != 2 || a[0] != a[1] || len(a[0]) != 64 || len(b) != 2 || b[0] == a[0] {
+		t.Fatalf("secrets %q then %q", a, b)
 	}
 }

@@ -41,6 +41,18 @@ func main() {
 		err = all(ctx, c)
 	case "die", "kill":
 		err = die(ctx, c, pc, scenario == "kill")
+	case "abort":
+		// The last rank aborts with code 7; gompiexec must end the job with 7.
+		if c.Rank() == c.Size()-1 {
+			c.Abort(7)
+			if _, err := mpi.Recv(c, []byte{0}, 0, 1); !errors.Is(err, mpi.ErrAborted) {
+				fmt.Printf("rank %d: FAIL receive after abort: %v\n", c.Rank(), err)
+			}
+			time.Sleep(time.Minute)
+		}
+		_, err = mpi.Recv(c, []byte{0}, c.Size()-1, 1)
+		fmt.Printf("rank %d: FAIL receive returned %v\n", c.Rank(), err)
+		time.Sleep(time.Minute)
 	case "bench":
 		err = bench(c)
 	case "stranger":
