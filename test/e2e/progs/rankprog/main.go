@@ -63,12 +63,19 @@ func main() {
 		d, _ := time.ParseDuration(args[1])
 		time.Sleep(d)
 	case "trap":
-		c := make(chan os.Signal, 1)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGUSR1)
+		// SIGTERM is caught too: when the first rank exits 130 the launcher
+		// terminates the rest, and a rank still about to report its SIGINT
+		// must not die of that SIGTERM first.
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGTERM)
 		fmt.Printf("rank %s ready\n", rank)
-		s := <-c
-		fmt.Printf("rank %s got %v\n", rank, s)
-		os.Exit(130)
+		for s := range c {
+			if s == syscall.SIGTERM {
+				continue
+			}
+			fmt.Printf("rank %s got %v\n", rank, s)
+			os.Exit(130)
+		}
 	case "trapstay":
 		c := make(chan os.Signal, 4)
 		signal.Notify(c, syscall.SIGINT)
