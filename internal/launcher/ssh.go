@@ -305,6 +305,12 @@ func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod)
 		if hkcb.err != nil {
 			return nil, hkcb.err
 		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// The socket deadline (ctx's) fired first: report the
+			// context's error, which is about to be set.
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	conn.SetDeadline(time.Time{})

@@ -298,7 +298,8 @@ func (e *clientEnv) addKnown(t *testing.T, k ssh.PublicKey) {
 
 func (e *clientEnv) backend(t *testing.T, mod func(*SSHConfig)) *SSH {
 	t.Helper()
-	cfg := SSHConfig{Home: e.home, AgentSocket: "none", ConnectTimeout: 5 * time.Second}
+	// Generous: the machine may be loaded (race detector, other jobs).
+	cfg := SSHConfig{Home: e.home, AgentSocket: "none", ConnectTimeout: 20 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -314,7 +315,7 @@ func startOK(t *testing.T, b *SSH, spec Spec) Proc {
 	if spec.Host == "" {
 		spec.Host = "testhost"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := b.Start(ctx, spec)
 	if err != nil {
@@ -537,19 +538,39 @@ func TestSSHConfigHonoured(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// closedPort reserves a loopback port that refuses connections: a bound
+// socket that does not listen, so no other process can take the port
+// meanwhile. listen starts listening on it.
+func closedPort(t *testing.T) (port string, listen func() net.Listener) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
-	return port
+	f := os.NewFile(uintptr(fd), "reserved-port")
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(sa.(*syscall.SockaddrInet4).Port), func() net.Listener {
+		if err := syscall.Listen(fd, 16); err != nil {
+			t.Error(err)
+			return nil
+		}
+		ln, err := net.FileListener(f)
+		if err != nil {
+			t.Error(err)
+		}
+		return ln
+	}
 }
 
 func TestSSHConnectionRefused(t *testing.T) {
 	e := newClientEnv(t)
-	port := freePort(t)
+	port, _ := closedPort(t)
 	e.writeConfig(t, "Host deadhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
 	b := e.backend(t, func(c *SSHConfig) { c.ConnectTimeout = 3 * time.Second })
 	start := time.Now()
@@ -568,12 +589,14 @@ func TestSSHConnectionRefused(t *testing.T) {
 // TestSSHRetryUntilUp: sshd starts listening 600ms after the first try.
 func TestSSHRetryUntilUp(t *testing.T) {
 	e := newClientEnv(t)
-	port := freePort(t)
+	port, listen := closedPort(t)
 	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
 	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + port)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
 	go func() {
 		time.Sleep(600 * time.Millisecond)
-		relay(t, "127.0.0.1:"+port, e.srv.addr, nil)
+		if ln := listen(); ln != nil {
+			serveRelay(t, ln, e.srv.addr, nil)
+		}
 	}()
 	p := startOK(t, e.backend(t, nil), Spec{Argv: []string{"/bin/true"}})
 	if err := p.Wait(); err != nil {
@@ -589,6 +612,10 @@ func relay(t *testing.T, listen, target string, paused *atomic.Bool) (string, fu
 		t.Error(err)
 		return "", func() {}
 	}
+	return serveRelay(t, ln, target, paused)
+}
+
+func serveRelay(t *testing.T, ln net.Listener, target string, paused *atomic.Bool) (string, func()) {
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
