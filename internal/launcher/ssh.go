@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -71,6 +72,9 @@ type SSHConfig struct {
 	// LocalProxy is the local gompi-proxy executable uploaded to hosts
 	// that need it. Default: Spec.Argv[0] when that file exists locally.
 	LocalProxy string
+	// Log receives connection and upload steps (Debug) and newly recorded
+	// host keys and lost connections (Warn). Default: discarded.
+	Log *slog.Logger
 }
 
 // SSH starts proxies over SSH with a built-in client
@@ -117,6 +121,9 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 	}
 	if cfg.AgentSocket == "" {
 		cfg.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	if len(cfg.KnownHosts) == 0 {
 		cfg.KnownHosts = []string{cfg.Home + "/.ssh/known_hosts"}
@@ -196,7 +203,7 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if !stop() {
 		return fail(ctx.Err())
 	}
-	p := &sshProc{host: t.alias, client: client, sess: sess, stdin: stdin, stdout: stdout, done: make(chan struct{})}
+	p := &sshProc{host: t.alias, log: b.cfg.Log, client: client, sess: sess, stdin: stdin, stdout: stdout, done: make(chan struct{})}
 	go func() { client.Wait(); p.shutdown(nil) }()
 	if b.cfg.KeepaliveInterval > 0 {
 		go p.keepalive(b.cfg.KeepaliveInterval, b.cfg.KeepaliveCountMax)
@@ -233,6 +240,8 @@ func (b *SSH) dial(ctx context.Context, t *sshTarget) (*ssh.Client, error) {
 	for attempt := 1; ; attempt++ {
 		client, err := b.dialOnce(ctx, t, auth)
 		if err == nil {
+			b.cfg.Log.Debug("ssh connected", "host", t.alias, "addr", t.addr, "user", t.user,
+				"attempts", attempt, "elapsed", time.Since(start).Round(time.Millisecond))
 			return client, nil
 		}
 		var hk *HostKeyError
@@ -253,6 +262,7 @@ func (b *SSH) dial(ctx context.Context, t *sshTarget) (*ssh.Client, error) {
 			return nil, fmt.Errorf("ssh %s (%s): %w (%d attempts in %v)", t.alias, t.addr, err, attempt,
 				time.Since(start).Round(time.Millisecond))
 		}
+		b.cfg.Log.Debug("ssh connect failed, retrying", "host", t.alias, "addr", t.addr, "err", err, "backoff", backoff)
 		tm := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -323,6 +333,7 @@ var ErrConnectionLost = errors.New("ssh connection lost")
 
 type sshProc struct {
 	host   string
+	log    *slog.Logger
 	client *ssh.Client
 	sess   *ssh.Session
 	stdin  io.WriteCloser
@@ -398,6 +409,7 @@ func (p *sshProc) Kill() error {
 func (p *sshProc) shutdown(reason error) {
 	p.downOnce.Do(func() {
 		if reason != nil {
+			p.log.Warn("closing ssh connection", "host", p.host, "reason", reason)
 			p.mu.Lock()
 			p.lost = reason
 			p.mu.Unlock()

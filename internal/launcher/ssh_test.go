@@ -806,6 +806,16 @@ func TestSSHProxyUpload(t *testing.T) {
 		!strings.Contains(err.Error(), "/nonexistent/gompi-proxy") || !strings.Contains(err.Error(), "-no-proxy-upload") {
 		t.Fatalf("got %v", err)
 	}
+	// A bare name is looked up in the remote PATH.
+	_, err = nb.Start(context.Background(), Spec{Host: "testhost", Argv: []string{"no-such-gompi-proxy"}})
+	if !errors.Is(err, ErrProxyMissing) {
+		t.Fatalf("got %v", err)
+	}
+	p = startOK(t, nb, Spec{Argv: []string{"sh", "-c", "echo via PATH"}})
+	if line, _ := bufio.NewReader(p).ReadString('\n'); line != "via PATH\n" {
+		t.Fatalf("ran %q", line)
+	}
+	p.Wait()
 	// ... and a present one is used as is.
 	p = startOK(t, nb, Spec{Argv: []string{stale}})
 	if line, _ := bufio.NewReader(p).ReadString('\n'); line != "stale\n" {

@@ -274,6 +274,8 @@ func (h *hostKeyChecker) check(hostname string, remote net.Addr, key ssh.PublicK
 		if err := h.b.appendKnownHost(h.t.appendTo, hostname, key); err != nil {
 			return fmt.Errorf("ssh %s: record new host key in %s: %w", h.t.alias, h.t.appendTo, err)
 		}
+		h.b.cfg.Log.Warn("added new host key to known_hosts", "host", h.t.alias, "addr", h.t.addr,
+			"key", key.Type()+" "+he.Fingerprint, "file", h.t.appendTo)
 		return nil
 	case errors.As(err, &ke):
 		he.Err, he.Known = ErrHostKeyMismatch, ke.Want
