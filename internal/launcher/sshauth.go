@@ -231,7 +231,7 @@ func (e *HostKeyError) Error() string {
 		return fmt.Sprintf("ssh %s (%s): HOST KEY MISMATCH, possible man-in-the-middle attack: the host offered %s %s "+
 			"but known_hosts has a different key at %s; if the host was legitimately reinstalled, remove the old entry "+
 			"with `ssh-keygen -R %s` and verify the new key", e.Host, e.Addr, e.KeyType, e.Fingerprint,
-			strings.Join(where, ", "), knownhosts.Normalize(e.Addr))
+			strings.Join(where, ", "), shellQuote(knownhosts.Normalize(e.Addr)))
 	}
 	return fmt.Sprintf("ssh %s (%s): %v: %s %s", e.Host, e.Addr, e.Err, e.KeyType, e.Fingerprint)
 }
