@@ -529,6 +529,12 @@ func TestSSHConfigHonoured(t *testing.T) {
 	if len(users) == 0 || users[0] != "mpiuser" {
 		t.Fatalf("server saw users %v, want mpiuser", users)
 	}
+	// ProxyJump is refused clearly rather than ignored.
+	e.writeConfig(t, "Host behind\n  ProxyJump bastion\n")
+	_, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "behind", Argv: []string{"/bin/true"}})
+	if err == nil || !strings.Contains(err.Error(), "ProxyJump") || !strings.Contains(err.Error(), "-launcher-exec ssh") {
+		t.Fatalf("got %v", err)
+	}
 	// An explicit ConfigFile overrides ~/.ssh/config.
 	alt := filepath.Join(t.TempDir(), "cfg")
 	os.WriteFile(alt, []byte("Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n"), 0o600)

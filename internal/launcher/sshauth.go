@@ -74,6 +74,13 @@ func (b *SSH) resolve(host, login string) (*sshTarget, error) {
 			t.user = u.Username
 		}
 	}
+	// Silently connecting directly would fail obscurely (or reach the
+	// wrong machine): say what is unsupported and what to use instead.
+	for _, k := range []string{"ProxyJump", "ProxyCommand"} {
+		if v := get(k); v != "" && !strings.EqualFold(v, "none") {
+			return nil, fmt.Errorf("ssh %s: ~/.ssh/config sets %s, which the built-in SSH client does not support; use -launcher-exec ssh (OpenSSH) for this host", host, k)
+		}
+	}
 	t.addr = net.JoinHostPort(t.hostname, t.port)
 	expand := func(p string) string {
 		r := strings.NewReplacer("%d", b.cfg.Home, "%h", t.hostname, "%r", t.user, "%u", os.Getenv("USER"),
@@ -198,7 +205,8 @@ func (e *AuthError) Unwrap() []error { return []error{ErrAuth, e.Err} }
 
 func isAuthFailure(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "unable to authenticate") || strings.Contains(s, "no supported methods remain")
+	return strings.Contains(s, "unable to authenticate") || strings.Contains(s, "no supported methods remain") ||
+		strings.Contains(s, "Too many authentication failures")
 }
 
 // HostKeyError is an unknown, changed or revoked host key. errors.Is
