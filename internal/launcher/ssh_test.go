@@ -39,11 +39,13 @@ type testServer struct {
 	authorized ssh.PublicKey
 	remoteHome string
 
-	mu    sync.Mutex
-	cmds  []string
-	users []string
-	wg    sync.WaitGroup
-	conns []net.Conn
+	mu     sync.Mutex
+	cmds   []string
+	users  []string
+	active int // SSH connections being served
+	tunnel int // direct-tcpip channels opened
+	wg     sync.WaitGroup
+	conns  []net.Conn
 }
 
 func newSigner(t *testing.T, kind string) ssh.Signer {
@@ -140,6 +142,14 @@ func (s *testServer) serve(c net.Conn) {
 		return
 	}
 	defer sc.Close()
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+	}()
 	go func() {
 		// Like OpenSSH: keepalive@openssh.com gets a failure reply, which
 		// still proves the server alive.
@@ -149,6 +159,37 @@ func (s *testServer) serve(c net.Conn) {
 	}()
 	var wg sync.WaitGroup
 	for nc := range chans {
+		if nc.ChannelType() == "direct-tcpip" {
+			// Jump host: connect onwards and splice.
+			var p struct {
+				Host     string
+				Port     uint32
+				OrigHost string
+				OrigPort uint32
+			}
+			if ssh.Unmarshal(nc.ExtraData(), &p) != nil {
+				nc.Reject(ssh.ConnectionFailed, "bad request")
+				continue
+			}
+			up, err := net.Dial("tcp", net.JoinHostPort(p.Host, fmt.Sprint(p.Port)))
+			if err != nil {
+				nc.Reject(ssh.ConnectionFailed, err.Error())
+				continue
+			}
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				up.Close()
+				continue
+			}
+			s.mu.Lock()
+			s.tunnel++
+			s.mu.Unlock()
+			go ssh.DiscardRequests(creqs)
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(up, ch); up.(*net.TCPConn).CloseWrite() }()
+			go func() { defer wg.Done(); io.Copy(ch, up); ch.Close(); up.Close() }()
+			continue
+		}
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "no")
 			continue
@@ -287,12 +328,14 @@ func (e *clientEnv) writeConfig(t *testing.T, s string) {
 
 func (e *clientEnv) knownHostsFile() string { return filepath.Join(e.home, ".ssh", "known_hosts") }
 
-func (e *clientEnv) addKnown(t *testing.T, k ssh.PublicKey) {
+func (e *clientEnv) addKnown(t *testing.T, k ssh.PublicKey) { e.addKnownAt(t, e.srv.addr, k) }
+
+func (e *clientEnv) addKnownAt(t *testing.T, addr string, k ssh.PublicKey) {
 	f, err := os.OpenFile(e.knownHostsFile(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(e.srv.addr)}, k))
+	fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(addr)}, k))
 	f.Close()
 }
 
@@ -529,10 +572,10 @@ func TestSSHConfigHonoured(t *testing.T) {
 	if len(users) == 0 || users[0] != "mpiuser" {
 		t.Fatalf("server saw users %v, want mpiuser", users)
 	}
-	// ProxyJump is refused clearly rather than ignored.
-	e.writeConfig(t, "Host behind\n  ProxyJump bastion\n")
+	// ProxyCommand is refused clearly rather than ignored.
+	e.writeConfig(t, "Host behind\n  ProxyCommand nc %h %p\n")
 	_, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "behind", Argv: []string{"/bin/true"}})
-	if err == nil || !strings.Contains(err.Error(), "ProxyJump") || !strings.Contains(err.Error(), "-launcher-exec ssh") {
+	if err == nil || !strings.Contains(err.Error(), "ProxyCommand") || !strings.Contains(err.Error(), "-launcher-exec ssh") {
 		t.Fatalf("got %v", err)
 	}
 	// An explicit ConfigFile overrides ~/.ssh/config.
@@ -974,6 +1017,53 @@ func TestSSHAgentAuth(t *testing.T) {
 	// Without the agent the same setup fails, saying so.
 	_, err = e.backend(t, nil).Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/true"}})
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "no ssh-agent") || !strings.Contains(err.Error(), "no usable") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestSSHProxyJump reaches the target through a jump host named by
+// ProxyJump; the jump connection ends with the proxy.
+func TestSSHProxyJump(t *testing.T) {
+	e := newClientEnv(t)
+	bastion := startServer(t, e.signer.PublicKey())
+	e.addKnownAt(t, bastion.addr, bastion.hostKeys[0].PublicKey())
+	e.writeConfig(t, "Host bastion\n  HostName 127.0.0.1\n  Port "+bastion.port+"\n"+
+		"Host target\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  ProxyJump bastion\n")
+	p := startOK(t, e.backend(t, nil), Spec{Host: "target", Argv: []string{"/bin/sh", "-c", "echo through"}})
+	if line, err := bufio.NewReader(p).ReadString('\n'); err != nil || line != "through\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	bastion.mu.Lock()
+	tunnels, cmds := bastion.tunnel, len(bastion.cmds)
+	bastion.mu.Unlock()
+	if tunnels != 1 || cmds != 0 || len(e.srv.commands()) == 0 {
+		t.Fatalf("bastion: %d tunnels, %d commands; target: %d commands", tunnels, cmds, len(e.srv.commands()))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		bastion.mu.Lock()
+		n := bastion.active
+		bastion.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("jump connection still open after Wait")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// An unknown jump host key is an error naming the jump host.
+	e2 := newClientEnv(t)
+	b2 := startServer(t, e2.signer.PublicKey())
+	e2.writeConfig(t, "Host bastion\n  HostName 127.0.0.1\n  Port "+b2.port+"\n"+
+		"Host target\n  HostName 127.0.0.1\n  Port "+e2.srv.port+"\n  ProxyJump bastion\n")
+	_, err := e2.backend(t, nil).Start(context.Background(), Spec{Host: "target", Argv: []string{"/bin/true"}})
+	var hk *HostKeyError
+	if !errors.As(err, &hk) || hk.Host != "bastion" || !strings.Contains(err.Error(), "jump host") {
 		t.Fatalf("got %v", err)
 	}
 }

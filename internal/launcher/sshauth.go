@@ -39,6 +39,30 @@ type sshTarget struct {
 	knownHosts []string // files checked
 	appendTo   string   // file new keys go to under accept-new
 	acceptNew  bool
+	jump       []string // ProxyJump hops, [user@]host[:port], first hop first
+}
+
+// resolveHop resolves one ProxyJump hop, [user@]host[:port]. Its own
+// ProxyJump is not followed: the list gives the whole route, as in OpenSSH.
+func (b *SSH) resolveHop(hop string) (*sshTarget, error) {
+	login, hostport, ok := strings.Cut(hop, "@")
+	if !ok {
+		login, hostport = "", hop
+	}
+	host, port := hostport, ""
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	}
+	t, err := b.resolve(host, login)
+	if err != nil {
+		return nil, fmt.Errorf("jump host %s: %w", hop, err)
+	}
+	if port != "" {
+		t.port = port
+		t.addr = net.JoinHostPort(t.hostname, port)
+	}
+	t.jump = nil
+	return t, nil
 }
 
 // resolve applies ssh_config to host (user@host wins over User).
@@ -76,9 +100,14 @@ func (b *SSH) resolve(host, login string) (*sshTarget, error) {
 	}
 	// Silently connecting directly would fail obscurely (or reach the
 	// wrong machine): say what is unsupported and what to use instead.
-	for _, k := range []string{"ProxyJump", "ProxyCommand"} {
-		if v := get(k); v != "" && !strings.EqualFold(v, "none") {
-			return nil, fmt.Errorf("ssh %s: ~/.ssh/config sets %s, which the built-in SSH client does not support; use -launcher-exec ssh (OpenSSH) for this host", host, k)
+	if v := get("ProxyCommand"); v != "" && !strings.EqualFold(v, "none") {
+		return nil, fmt.Errorf("ssh %s: ~/.ssh/config sets ProxyCommand, which the built-in SSH client does not support; use ProxyJump, or -launcher-exec ssh (OpenSSH) for this host", host)
+	}
+	if v := get("ProxyJump"); v != "" && !strings.EqualFold(v, "none") {
+		for _, hop := range strings.Split(v, ",") {
+			if hop = strings.TrimSpace(hop); hop != "" {
+				t.jump = append(t.jump, strings.TrimPrefix(hop, "ssh://"))
+			}
 		}
 	}
 	t.addr = net.JoinHostPort(t.hostname, t.port)
