@@ -1067,3 +1067,42 @@ func TestSSHProxyJump(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestSSHNoGoroutineLeak: successful and failed starts leave nothing
+// running once their Procs are waited for.
+func TestSSHNoGoroutineLeak(t *testing.T) {
+	e := newClientEnv(t)
+	port, _ := closedPort(t)
+	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\nHost dead\n  HostName 127.0.0.1\n  Port "+port+"\n")
+	b := e.backend(t, func(c *SSHConfig) { c.KeepaliveInterval = 50 * time.Millisecond; c.Retries = -1 })
+	base := runtime.NumGoroutine()
+	for i := 0; i < 3; i++ {
+		p, err := b.Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/cat"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Write([]byte("x"))
+		p.Read(make([]byte, 1))
+		time.Sleep(120 * time.Millisecond) // a keepalive or two in flight
+		if i == 2 {
+			p.Kill()
+		} else {
+			p.Close()
+		}
+		p.Wait()
+		if _, err := b.Start(context.Background(), Spec{Host: "dead", Argv: []string{"/bin/true"}}); err == nil {
+			t.Fatal("dead host started")
+		}
+		if _, err := b.Start(context.Background(), Spec{Host: "testhost", User: "x", Argv: []string{"/nonexistent/proxy"}}); err == nil {
+			t.Fatal("missing proxy started")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
