@@ -572,6 +572,26 @@ func TestSSHConfigHonoured(t *testing.T) {
 	if len(users) == 0 || users[0] != "mpiuser" {
 		t.Fatalf("server saw users %v, want mpiuser", users)
 	}
+	// UserKnownHostsFile /dev/null with StrictHostKeyChecking no: nothing is
+	// known, any key is taken, nothing recorded (a changed key in the
+	// default file does not matter, as with OpenSSH).
+	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize(e.srv.addr)}, newSigner(t, "ed25519").PublicKey())+"\n"), 0o600)
+	e.writeConfig(t, "Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n"+
+		"  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n")
+	p = startOK(t, e.backend(t, nil), Spec{Host: "any", Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(e.knownHostsFile()); strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("known_hosts changed: %q", b)
+	}
+	// ... and with strict checking every host is unknown.
+	e.writeConfig(t, "Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n  UserKnownHostsFile /dev/null\n")
+	if _, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "any", Argv: []string{"/bin/true"}}); !errors.Is(err, ErrUnknownHostKey) {
+		t.Fatalf("got %v", err)
+	}
+	os.Remove(e.knownHostsFile())
+	e.addKnown(t, e.srv.hostKeys[0].PublicKey())
 	// ProxyCommand is refused clearly rather than ignored.
 	e.writeConfig(t, "Host behind\n  ProxyCommand nc %h %p\n")
 	_, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "behind", Argv: []string{"/bin/true"}})

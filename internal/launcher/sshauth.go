@@ -130,13 +130,21 @@ func (b *SSH) resolve(host, login string) (*sshTarget, error) {
 		}
 	}
 	var userKH []string
-	for _, f := range strings.Fields(get("UserKnownHostsFile")) {
+	ukh := strings.Fields(get("UserKnownHostsFile"))
+	for _, f := range ukh {
 		if f != "/dev/null" && f != "none" {
 			userKH = append(userKH, expand(f))
 		}
 	}
-	t.knownHosts = append(append([]string{}, userKH...), b.cfg.KnownHosts...)
-	t.appendTo = t.knownHosts[0]
+	if len(ukh) > 0 && len(userKH) == 0 {
+		// "UserKnownHostsFile /dev/null": no host is ever known, as with
+		// OpenSSH; with accept-new (StrictHostKeyChecking no) every key is
+		// taken and nothing recorded.
+		t.knownHosts, t.appendTo = nil, ""
+	} else {
+		t.knownHosts = append(append([]string{}, userKH...), b.cfg.KnownHosts...)
+		t.appendTo = t.knownHosts[0]
+	}
 	switch strings.ToLower(get("StrictHostKeyChecking")) {
 	case "accept-new", "no", "off":
 		// "no" is taken as accept-new: a changed key is never accepted.
@@ -307,6 +315,11 @@ func (h *hostKeyChecker) check(hostname string, remote net.Addr, key ssh.PublicK
 		if !h.t.acceptNew {
 			he.Err = ErrUnknownHostKey
 			return he
+		}
+		if h.t.appendTo == "" {
+			h.b.cfg.Log.Warn("accepted host key without recording it (UserKnownHostsFile /dev/null)",
+				"host", h.t.alias, "key", key.Type()+" "+he.Fingerprint)
+			return nil
 		}
 		if err := h.b.appendKnownHost(h.t.appendTo, hostname, key); err != nil {
 			return fmt.Errorf("ssh %s: record new host key in %s: %w", h.t.alias, h.t.appendTo, err)
