@@ -119,7 +119,7 @@ func TestBackendFor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f, err := backendFor(o, "/nonexistent/gompi-proxy")
+		f, err := backendFor(o, "/nonexistent/gompi-proxy", nil)
 		if err != nil {
 			t.Fatal(err)
 		}

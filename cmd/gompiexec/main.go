@@ -267,7 +267,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.Backend, err = backendFor(o, cfg.ProxyPath)
+	cfg.Backend, err = backendFor(o, cfg.ProxyPath, cfg.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +345,7 @@ func proxyPath(flag string) (string, error) {
 // backendFor chooses how each host's proxy is started: fork for this
 // machine (and for every host under -launcher fork), otherwise the rsh
 // agent from -launcher-exec, or the built-in SSH client.
-func backendFor(o *options, proxy string) (func(hostfile.Host) launcher.Backend, error) {
+func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
 	var remote func() launcher.Backend
 	switch {
 	case o.launcher == "fork":
@@ -369,6 +369,7 @@ func backendFor(o *options, proxy string) (func(hostfile.Host) launcher.Backend,
 			NoProxyUpload:  o.noProxyUpload,
 			ConnectTimeout: o.sshConnectTimeout,
 			LocalProxy:     proxy,
+			Log:            log,
 		}
 		if o.proxyPath != "" {
 			// -proxy-path names the remote path; what we can upload is

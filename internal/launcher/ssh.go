@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -71,6 +72,9 @@ type SSHConfig struct {
 	// LocalProxy is the local gompi-proxy executable uploaded to hosts
 	// that need it. Default: Spec.Argv[0] when that file exists locally.
 	LocalProxy string
+	// Log receives connection and upload steps (Debug) and newly recorded
+	// host keys and lost connections (Warn). Default: discarded.
+	Log *slog.Logger
 }
 
 // SSH starts proxies over SSH with a built-in client
@@ -118,6 +122,9 @@ func NewSSH(cfg SSHConfig) (*SSH, error) {
 	if cfg.AgentSocket == "" {
 		cfg.AgentSocket = os.Getenv("SSH_AUTH_SOCK")
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	if len(cfg.KnownHosts) == 0 {
 		cfg.KnownHosts = []string{cfg.Home + "/.ssh/known_hosts"}
 	}
@@ -154,16 +161,16 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := b.dial(ctx, t)
+	client, via, err := b.dial(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	// Until the proxy runs, cancelling ctx closes the connection, which
 	// unblocks the probe, the upload and session setup.
-	stop := context.AfterFunc(ctx, func() { client.Close() })
+	stop := context.AfterFunc(ctx, func() { closeAll(client, via) })
 	fail := func(err error) (Proc, error) {
 		stop()
-		client.Close()
+		closeAll(client, via)
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, fmt.Errorf("ssh %s: %w", t.alias, cerr)
 		}
@@ -196,7 +203,7 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if !stop() {
 		return fail(ctx.Err())
 	}
-	p := &sshProc{host: t.alias, client: client, sess: sess, stdin: stdin, stdout: stdout, done: make(chan struct{})}
+	p := &sshProc{host: t.alias, log: b.cfg.Log, client: client, via: via, sess: sess, stdin: stdin, stdout: stdout, done: make(chan struct{})}
 	go func() { client.Wait(); p.shutdown(nil) }()
 	if b.cfg.KeepaliveInterval > 0 {
 		go p.keepalive(b.cfg.KeepaliveInterval, b.cfg.KeepaliveCountMax)
@@ -220,19 +227,66 @@ func commandLine(env, argv []string) string {
 	return strings.Join(words, " ")
 }
 
-// dial connects and authenticates to t, retrying refused or reset
-// connections with exponential backoff within ConnectTimeout.
-func (b *SSH) dial(ctx context.Context, t *sshTarget) (*ssh.Client, error) {
+// dialer opens the TCP stream an SSH connection runs over: directly, or
+// through a jump host's direct-tcpip channel.
+type dialer func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// dial connects and authenticates to t, through its ProxyJump hosts if
+// any, all within one ConnectTimeout. via are the jump connections, to be
+// closed after the returned client.
+func (b *SSH) dial(ctx context.Context, t *sshTarget) (client *ssh.Client, via []*ssh.Client, err error) {
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.ConnectTimeout)
 	defer cancel()
+	var nd net.Dialer
+	dial := dialer(nd.DialContext)
+	for _, hop := range t.jump {
+		ht, err := b.resolveHop(hop)
+		if err == nil {
+			var c *ssh.Client
+			c, err = b.dialHost(parent, ctx, ht, dial)
+			if err == nil {
+				via = append(via, c)
+				dial = c.DialContext
+				continue
+			}
+		}
+		closeAll(nil, via)
+		return nil, nil, fmt.Errorf("ssh %s: via jump host: %w", t.alias, err)
+	}
+	client, err = b.dialHost(parent, ctx, t, dial)
+	if err != nil {
+		closeAll(nil, via)
+		if len(via) > 0 {
+			return nil, nil, fmt.Errorf("%w (via %s)", err, strings.Join(t.jump, ","))
+		}
+		return nil, nil, err
+	}
+	return client, via, nil
+}
+
+// closeAll closes client, then the jump connections under it.
+func closeAll(client *ssh.Client, via []*ssh.Client) {
+	if client != nil {
+		client.Close()
+	}
+	for i := len(via) - 1; i >= 0; i-- {
+		via[i].Close()
+	}
+}
+
+// dialHost connects to one host, retrying refused or reset connections
+// with exponential backoff until ctx (the connect budget) ends.
+func (b *SSH) dialHost(parent, ctx context.Context, t *sshTarget, dial dialer) (*ssh.Client, error) {
 	auth, notes, closeAgent := b.authMethods(t)
 	defer closeAgent()
 	start := time.Now()
 	backoff := firstRetryBackoff
 	for attempt := 1; ; attempt++ {
-		client, err := b.dialOnce(ctx, t, auth)
+		client, err := b.dialOnce(ctx, t, auth, dial)
 		if err == nil {
+			b.cfg.Log.Debug("ssh connected", "host", t.alias, "addr", t.addr, "user", t.user,
+				"attempts", attempt, "elapsed", time.Since(start).Round(time.Millisecond))
 			return client, nil
 		}
 		var hk *HostKeyError
@@ -247,12 +301,15 @@ func (b *SSH) dial(ctx context.Context, t *sshTarget) (*ssh.Client, error) {
 			return nil, fmt.Errorf("ssh %s (%s): no connection within %v (%d attempts): %w",
 				t.alias, t.addr, b.cfg.ConnectTimeout, attempt, err)
 		}
-		retryable := errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF)
+		var oc *ssh.OpenChannelError // a jump host could not connect onwards
+		retryable := errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, io.EOF) ||
+			(errors.As(err, &oc) && oc.Reason == ssh.ConnectionFailed)
 		dl, _ := ctx.Deadline()
 		if !retryable || attempt > b.cfg.Retries || time.Until(dl) < backoff {
 			return nil, fmt.Errorf("ssh %s (%s): %w (%d attempts in %v)", t.alias, t.addr, err, attempt,
 				time.Since(start).Round(time.Millisecond))
 		}
+		b.cfg.Log.Debug("ssh connect failed, retrying", "host", t.alias, "addr", t.addr, "err", err, "backoff", backoff)
 		tm := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -266,9 +323,8 @@ func (b *SSH) dial(ctx context.Context, t *sshTarget) (*ssh.Client, error) {
 
 // dialOnce makes one TCP connection and SSH handshake; ctx's deadline and
 // cancellation cover both.
-func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod) (*ssh.Client, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", t.addr)
+func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod, dial dialer) (*ssh.Client, error) {
+	conn, err := dial(ctx, "tcp", t.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -305,6 +361,12 @@ func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod)
 		if hkcb.err != nil {
 			return nil, hkcb.err
 		}
+		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+			// The socket deadline (ctx's) fired first: report the
+			// context's error, which is about to be set.
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
 		return nil, err
 	}
 	conn.SetDeadline(time.Time{})
@@ -317,7 +379,9 @@ var ErrConnectionLost = errors.New("ssh connection lost")
 
 type sshProc struct {
 	host   string
+	log    *slog.Logger
 	client *ssh.Client
+	via    []*ssh.Client // ProxyJump connections
 	sess   *ssh.Session
 	stdin  io.WriteCloser
 	stdout io.Reader
@@ -392,12 +456,13 @@ func (p *sshProc) Kill() error {
 func (p *sshProc) shutdown(reason error) {
 	p.downOnce.Do(func() {
 		if reason != nil {
+			p.log.Warn("closing ssh connection", "host", p.host, "reason", reason)
 			p.mu.Lock()
 			p.lost = reason
 			p.mu.Unlock()
 		}
 		close(p.done)
-		p.client.Close()
+		closeAll(p.client, p.via)
 	})
 }
 

@@ -39,11 +39,13 @@ type testServer struct {
 	authorized ssh.PublicKey
 	remoteHome string
 
-	mu    sync.Mutex
-	cmds  []string
-	users []string
-	wg    sync.WaitGroup
-	conns []net.Conn
+	mu     sync.Mutex
+	cmds   []string
+	users  []string
+	active int // SSH connections being served
+	tunnel int // direct-tcpip channels opened
+	wg     sync.WaitGroup
+	conns  []net.Conn
 }
 
 func newSigner(t *testing.T, kind string) ssh.Signer {
@@ -140,6 +142,14 @@ func (s *testServer) serve(c net.Conn) {
 		return
 	}
 	defer sc.Close()
+	s.mu.Lock()
+	s.active++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.active--
+		s.mu.Unlock()
+	}()
 	go func() {
 		// Like OpenSSH: keepalive@openssh.com gets a failure reply, which
 		// still proves the server alive.
@@ -149,6 +159,37 @@ func (s *testServer) serve(c net.Conn) {
 	}()
 	var wg sync.WaitGroup
 	for nc := range chans {
+		if nc.ChannelType() == "direct-tcpip" {
+			// Jump host: connect onwards and splice.
+			var p struct {
+				Host     string
+				Port     uint32
+				OrigHost string
+				OrigPort uint32
+			}
+			if ssh.Unmarshal(nc.ExtraData(), &p) != nil {
+				nc.Reject(ssh.ConnectionFailed, "bad request")
+				continue
+			}
+			up, err := net.Dial("tcp", net.JoinHostPort(p.Host, fmt.Sprint(p.Port)))
+			if err != nil {
+				nc.Reject(ssh.ConnectionFailed, err.Error())
+				continue
+			}
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				up.Close()
+				continue
+			}
+			s.mu.Lock()
+			s.tunnel++
+			s.mu.Unlock()
+			go ssh.DiscardRequests(creqs)
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(up, ch); up.(*net.TCPConn).CloseWrite() }()
+			go func() { defer wg.Done(); io.Copy(ch, up); ch.Close(); up.Close() }()
+			continue
+		}
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "no")
 			continue
@@ -287,18 +328,21 @@ func (e *clientEnv) writeConfig(t *testing.T, s string) {
 
 func (e *clientEnv) knownHostsFile() string { return filepath.Join(e.home, ".ssh", "known_hosts") }
 
-func (e *clientEnv) addKnown(t *testing.T, k ssh.PublicKey) {
+func (e *clientEnv) addKnown(t *testing.T, k ssh.PublicKey) { e.addKnownAt(t, e.srv.addr, k) }
+
+func (e *clientEnv) addKnownAt(t *testing.T, addr string, k ssh.PublicKey) {
 	f, err := os.OpenFile(e.knownHostsFile(), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(e.srv.addr)}, k))
+	fmt.Fprintln(f, knownhosts.Line([]string{knownhosts.Normalize(addr)}, k))
 	f.Close()
 }
 
 func (e *clientEnv) backend(t *testing.T, mod func(*SSHConfig)) *SSH {
 	t.Helper()
-	cfg := SSHConfig{Home: e.home, AgentSocket: "none", ConnectTimeout: 5 * time.Second}
+	// Generous: the machine may be loaded (race detector, other jobs).
+	cfg := SSHConfig{Home: e.home, AgentSocket: "none", ConnectTimeout: 20 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -314,7 +358,7 @@ func startOK(t *testing.T, b *SSH, spec Spec) Proc {
 	if spec.Host == "" {
 		spec.Host = "testhost"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	p, err := b.Start(ctx, spec)
 	if err != nil {
@@ -528,6 +572,32 @@ func TestSSHConfigHonoured(t *testing.T) {
 	if len(users) == 0 || users[0] != "mpiuser" {
 		t.Fatalf("server saw users %v, want mpiuser", users)
 	}
+	// UserKnownHostsFile /dev/null with StrictHostKeyChecking no: nothing is
+	// known, any key is taken, nothing recorded (a changed key in the
+	// default file does not matter, as with OpenSSH).
+	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize(e.srv.addr)}, newSigner(t, "ed25519").PublicKey())+"\n"), 0o600)
+	e.writeConfig(t, "Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n"+
+		"  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n")
+	p = startOK(t, e.backend(t, nil), Spec{Host: "any", Argv: []string{"/bin/true"}})
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(e.knownHostsFile()); strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("known_hosts changed: %q", b)
+	}
+	// ... and with strict checking every host is unknown.
+	e.writeConfig(t, "Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n  UserKnownHostsFile /dev/null\n")
+	if _, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "any", Argv: []string{"/bin/true"}}); !errors.Is(err, ErrUnknownHostKey) {
+		t.Fatalf("got %v", err)
+	}
+	os.Remove(e.knownHostsFile())
+	e.addKnown(t, e.srv.hostKeys[0].PublicKey())
+	// ProxyCommand is refused clearly rather than ignored.
+	e.writeConfig(t, "Host behind\n  ProxyCommand nc %h %p\n")
+	_, err := e.backend(t, nil).Start(context.Background(), Spec{Host: "behind", Argv: []string{"/bin/true"}})
+	if err == nil || !strings.Contains(err.Error(), "ProxyCommand") || !strings.Contains(err.Error(), "-launcher-exec ssh") {
+		t.Fatalf("got %v", err)
+	}
 	// An explicit ConfigFile overrides ~/.ssh/config.
 	alt := filepath.Join(t.TempDir(), "cfg")
 	os.WriteFile(alt, []byte("Host *\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  IdentityFile ~/.ssh/cluster_key\n"), 0o600)
@@ -537,19 +607,39 @@ func TestSSHConfigHonoured(t *testing.T) {
 	}
 }
 
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// closedPort reserves a loopback port that refuses connections: a bound
+// socket that does not listen, so no other process can take the port
+// meanwhile. listen starts listening on it.
+func closedPort(t *testing.T) (port string, listen func() net.Listener) {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	ln.Close()
-	return port
+	f := os.NewFile(uintptr(fd), "reserved-port")
+	t.Cleanup(func() { f.Close() })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(sa.(*syscall.SockaddrInet4).Port), func() net.Listener {
+		if err := syscall.Listen(fd, 16); err != nil {
+			t.Error(err)
+			return nil
+		}
+		ln, err := net.FileListener(f)
+		if err != nil {
+			t.Error(err)
+		}
+		return ln
+	}
 }
 
 func TestSSHConnectionRefused(t *testing.T) {
 	e := newClientEnv(t)
-	port := freePort(t)
+	port, _ := closedPort(t)
 	e.writeConfig(t, "Host deadhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
 	b := e.backend(t, func(c *SSHConfig) { c.ConnectTimeout = 3 * time.Second })
 	start := time.Now()
@@ -568,12 +658,14 @@ func TestSSHConnectionRefused(t *testing.T) {
 // TestSSHRetryUntilUp: sshd starts listening 600ms after the first try.
 func TestSSHRetryUntilUp(t *testing.T) {
 	e := newClientEnv(t)
-	port := freePort(t)
+	port, listen := closedPort(t)
 	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+port+"\n")
 	os.WriteFile(e.knownHostsFile(), []byte(knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + port)}, e.srv.hostKeys[0].PublicKey())+"\n"), 0o600)
 	go func() {
 		time.Sleep(600 * time.Millisecond)
-		relay(t, "127.0.0.1:"+port, e.srv.addr, nil)
+		if ln := listen(); ln != nil {
+			serveRelay(t, ln, e.srv.addr, nil)
+		}
 	}()
 	p := startOK(t, e.backend(t, nil), Spec{Argv: []string{"/bin/true"}})
 	if err := p.Wait(); err != nil {
@@ -589,6 +681,10 @@ func relay(t *testing.T, listen, target string, paused *atomic.Bool) (string, fu
 		t.Error(err)
 		return "", func() {}
 	}
+	return serveRelay(t, ln, target, paused)
+}
+
+func serveRelay(t *testing.T, ln net.Listener, target string, paused *atomic.Bool) (string, func()) {
 	var mu sync.Mutex
 	var conns []net.Conn
 	done := make(chan struct{})
@@ -674,7 +770,7 @@ func TestSSHKeepaliveEndsFrozenConnection(t *testing.T) {
 		if !errors.Is(err, ErrConnectionLost) || !strings.Contains(err.Error(), "testhost") {
 			t.Fatalf("Read: %v, want ErrConnectionLost naming the host", err)
 		}
-		if d := time.Since(start); d > 2*time.Second {
+		if d := time.Since(start); d > 4*time.Second { // 3 x 100ms, with room for a loaded machine
 			t.Fatalf("took %v", d)
 		}
 	case <-time.After(5 * time.Second):
@@ -779,6 +875,16 @@ func TestSSHProxyUpload(t *testing.T) {
 		!strings.Contains(err.Error(), "/nonexistent/gompi-proxy") || !strings.Contains(err.Error(), "-no-proxy-upload") {
 		t.Fatalf("got %v", err)
 	}
+	// A bare name is looked up in the remote PATH.
+	_, err = nb.Start(context.Background(), Spec{Host: "testhost", Argv: []string{"no-such-gompi-proxy"}})
+	if !errors.Is(err, ErrProxyMissing) {
+		t.Fatalf("got %v", err)
+	}
+	p = startOK(t, nb, Spec{Argv: []string{"sh", "-c", "echo via PATH"}})
+	if line, _ := bufio.NewReader(p).ReadString('\n'); line != "via PATH\n" {
+		t.Fatalf("ran %q", line)
+	}
+	p.Wait()
 	// ... and a present one is used as is.
 	p = startOK(t, nb, Spec{Argv: []string{stale}})
 	if line, _ := bufio.NewReader(p).ReadString('\n'); line != "stale\n" {
@@ -932,5 +1038,91 @@ func TestSSHAgentAuth(t *testing.T) {
 	_, err = e.backend(t, nil).Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/true"}})
 	if !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "no ssh-agent") || !strings.Contains(err.Error(), "no usable") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+// TestSSHProxyJump reaches the target through a jump host named by
+// ProxyJump; the jump connection ends with the proxy.
+func TestSSHProxyJump(t *testing.T) {
+	e := newClientEnv(t)
+	bastion := startServer(t, e.signer.PublicKey())
+	e.addKnownAt(t, bastion.addr, bastion.hostKeys[0].PublicKey())
+	e.writeConfig(t, "Host bastion\n  HostName 127.0.0.1\n  Port "+bastion.port+"\n"+
+		"Host target\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\n  ProxyJump bastion\n")
+	p := startOK(t, e.backend(t, nil), Spec{Host: "target", Argv: []string{"/bin/sh", "-c", "echo through"}})
+	if line, err := bufio.NewReader(p).ReadString('\n'); err != nil || line != "through\n" {
+		t.Fatalf("read %q, %v", line, err)
+	}
+	if err := p.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	bastion.mu.Lock()
+	tunnels, cmds := bastion.tunnel, len(bastion.cmds)
+	bastion.mu.Unlock()
+	if tunnels != 1 || cmds != 0 || len(e.srv.commands()) == 0 {
+		t.Fatalf("bastion: %d tunnels, %d commands; target: %d commands", tunnels, cmds, len(e.srv.commands()))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		bastion.mu.Lock()
+		n := bastion.active
+		bastion.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("jump connection still open after Wait")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// An unknown jump host key is an error naming the jump host.
+	e2 := newClientEnv(t)
+	b2 := startServer(t, e2.signer.PublicKey())
+	e2.writeConfig(t, "Host bastion\n  HostName 127.0.0.1\n  Port "+b2.port+"\n"+
+		"Host target\n  HostName 127.0.0.1\n  Port "+e2.srv.port+"\n  ProxyJump bastion\n")
+	_, err := e2.backend(t, nil).Start(context.Background(), Spec{Host: "target", Argv: []string{"/bin/true"}})
+	var hk *HostKeyError
+	if !errors.As(err, &hk) || hk.Host != "bastion" || !strings.Contains(err.Error(), "jump host") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// TestSSHNoGoroutineLeak: successful and failed starts leave nothing
+// running once their Procs are waited for.
+func TestSSHNoGoroutineLeak(t *testing.T) {
+	e := newClientEnv(t)
+	port, _ := closedPort(t)
+	e.writeConfig(t, "Host testhost\n  HostName 127.0.0.1\n  Port "+e.srv.port+"\nHost dead\n  HostName 127.0.0.1\n  Port "+port+"\n")
+	b := e.backend(t, func(c *SSHConfig) { c.KeepaliveInterval = 50 * time.Millisecond; c.Retries = -1 })
+	base := runtime.NumGoroutine()
+	for i := 0; i < 3; i++ {
+		p, err := b.Start(context.Background(), Spec{Host: "testhost", Argv: []string{"/bin/cat"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Write([]byte("x"))
+		p.Read(make([]byte, 1))
+		time.Sleep(120 * time.Millisecond) // a keepalive or two in flight
+		if i == 2 {
+			p.Kill()
+		} else {
+			p.Close()
+		}
+		p.Wait()
+		if _, err := b.Start(context.Background(), Spec{Host: "dead", Argv: []string{"/bin/true"}}); err == nil {
+			t.Fatal("dead host started")
+		}
+		if _, err := b.Start(context.Background(), Spec{Host: "testhost", User: "x", Argv: []string{"/nonexistent/proxy"}}); err == nil {
+			t.Fatal("missing proxy started")
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -39,6 +39,30 @@ type sshTarget struct {
 	knownHosts []string // files checked
 	appendTo   string   // file new keys go to under accept-new
 	acceptNew  bool
+	jump       []string // ProxyJump hops, [user@]host[:port], first hop first
+}
+
+// resolveHop resolves one ProxyJump hop, [user@]host[:port]. Its own
+// ProxyJump is not followed: the list gives the whole route, as in OpenSSH.
+func (b *SSH) resolveHop(hop string) (*sshTarget, error) {
+	login, hostport, ok := strings.Cut(hop, "@")
+	if !ok {
+		login, hostport = "", hop
+	}
+	host, port := hostport, ""
+	if h, p, err := net.SplitHostPort(hostport); err == nil {
+		host, port = h, p
+	}
+	t, err := b.resolve(host, login)
+	if err != nil {
+		return nil, fmt.Errorf("jump host %s: %w", hop, err)
+	}
+	if port != "" {
+		t.port = port
+		t.addr = net.JoinHostPort(t.hostname, port)
+	}
+	t.jump = nil
+	return t, nil
 }
 
 // resolve applies ssh_config to host (user@host wins over User).
@@ -74,6 +98,18 @@ func (b *SSH) resolve(host, login string) (*sshTarget, error) {
 			t.user = u.Username
 		}
 	}
+	// Silently connecting directly would fail obscurely (or reach the
+	// wrong machine): say what is unsupported and what to use instead.
+	if v := get("ProxyCommand"); v != "" && !strings.EqualFold(v, "none") {
+		return nil, fmt.Errorf("ssh %s: ~/.ssh/config sets ProxyCommand, which the built-in SSH client does not support; use ProxyJump, or -launcher-exec ssh (OpenSSH) for this host", host)
+	}
+	if v := get("ProxyJump"); v != "" && !strings.EqualFold(v, "none") {
+		for _, hop := range strings.Split(v, ",") {
+			if hop = strings.TrimSpace(hop); hop != "" {
+				t.jump = append(t.jump, strings.TrimPrefix(hop, "ssh://"))
+			}
+		}
+	}
 	t.addr = net.JoinHostPort(t.hostname, t.port)
 	expand := func(p string) string {
 		r := strings.NewReplacer("%d", b.cfg.Home, "%h", t.hostname, "%r", t.user, "%u", os.Getenv("USER"),
@@ -94,13 +130,21 @@ func (b *SSH) resolve(host, login string) (*sshTarget, error) {
 		}
 	}
 	var userKH []string
-	for _, f := range strings.Fields(get("UserKnownHostsFile")) {
+	ukh := strings.Fields(get("UserKnownHostsFile"))
+	for _, f := range ukh {
 		if f != "/dev/null" && f != "none" {
 			userKH = append(userKH, expand(f))
 		}
 	}
-	t.knownHosts = append(append([]string{}, userKH...), b.cfg.KnownHosts...)
-	t.appendTo = t.knownHosts[0]
+	if len(ukh) > 0 && len(userKH) == 0 {
+		// "UserKnownHostsFile /dev/null": no host is ever known, as with
+		// OpenSSH; with accept-new (StrictHostKeyChecking no) every key is
+		// taken and nothing recorded.
+		t.knownHosts, t.appendTo = nil, ""
+	} else {
+		t.knownHosts = append(append([]string{}, userKH...), b.cfg.KnownHosts...)
+		t.appendTo = t.knownHosts[0]
+	}
 	switch strings.ToLower(get("StrictHostKeyChecking")) {
 	case "accept-new", "no", "off":
 		// "no" is taken as accept-new: a changed key is never accepted.
@@ -198,7 +242,8 @@ func (e *AuthError) Unwrap() []error { return []error{ErrAuth, e.Err} }
 
 func isAuthFailure(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "unable to authenticate") || strings.Contains(s, "no supported methods remain")
+	return strings.Contains(s, "unable to authenticate") || strings.Contains(s, "no supported methods remain") ||
+		strings.Contains(s, "Too many authentication failures")
 }
 
 // HostKeyError is an unknown, changed or revoked host key. errors.Is
@@ -231,7 +276,7 @@ func (e *HostKeyError) Error() string {
 		return fmt.Sprintf("ssh %s (%s): HOST KEY MISMATCH, possible man-in-the-middle attack: the host offered %s %s "+
 			"but known_hosts has a different key at %s; if the host was legitimately reinstalled, remove the old entry "+
 			"with `ssh-keygen -R %s` and verify the new key", e.Host, e.Addr, e.KeyType, e.Fingerprint,
-			strings.Join(where, ", "), knownhosts.Normalize(e.Addr))
+			strings.Join(where, ", "), shellQuote(knownhosts.Normalize(e.Addr)))
 	}
 	return fmt.Sprintf("ssh %s (%s): %v: %s %s", e.Host, e.Addr, e.Err, e.KeyType, e.Fingerprint)
 }
@@ -271,9 +316,16 @@ func (h *hostKeyChecker) check(hostname string, remote net.Addr, key ssh.PublicK
 			he.Err = ErrUnknownHostKey
 			return he
 		}
+		if h.t.appendTo == "" {
+			h.b.cfg.Log.Warn("accepted host key without recording it (UserKnownHostsFile /dev/null)",
+				"host", h.t.alias, "key", key.Type()+" "+he.Fingerprint)
+			return nil
+		}
 		if err := h.b.appendKnownHost(h.t.appendTo, hostname, key); err != nil {
 			return fmt.Errorf("ssh %s: record new host key in %s: %w", h.t.alias, h.t.appendTo, err)
 		}
+		h.b.cfg.Log.Warn("added new host key to known_hosts", "host", h.t.alias, "addr", h.t.addr,
+			"key", key.Type()+" "+he.Fingerprint, "file", h.t.appendTo)
 		return nil
 	case errors.As(err, &ke):
 		he.Err, he.Known = ErrHostKeyMismatch, ke.Want

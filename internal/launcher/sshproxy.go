@@ -11,6 +11,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -68,13 +69,22 @@ type probeResult struct {
 // probeScript reports, one item per line: `uname -sm`, then home=,
 // proxy=present SUM | proxy=missing, and cached=yes|no.
 func probeScript(proxy, sum string) string {
-	s := `uname -sm; echo "home=$HOME"; p=` + shellQuote(proxy) + `; ` +
-		`if [ -f "$p" ] && [ -x "$p" ]; then h=$( (sha256sum "$p" || shasum -a 256 "$p") 2>/dev/null | cut -c1-64); ` +
+	s := `uname -sm; echo "home=$HOME"; ` + proxyLookup(proxy) + `; ` +
+		`if [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then h=$( (sha256sum "$p" || shasum -a 256 "$p") 2>/dev/null | cut -c1-64); ` +
 		`echo "proxy=present $h"; else echo "proxy=missing"; fi`
 	if sum != "" {
 		s += `; if [ -x "$HOME/` + ProxyCacheDir + `/proxy-` + sum + `" ]; then echo cached=yes; else echo cached=no; fi`
 	}
 	return s
+}
+
+// proxyLookup sets $p to the proxy's path; a bare name is looked up in
+// the remote PATH, as running it would.
+func proxyLookup(proxy string) string {
+	if strings.Contains(proxy, "/") {
+		return "p=" + shellQuote(proxy)
+	}
+	return "p=$(command -v " + shellQuote(proxy) + " 2>/dev/null || true)"
 }
 
 // parseProbe reads the probe's output.
@@ -167,7 +177,7 @@ func runRemote(client *ssh.Client, cmd string, stdin io.Reader) (string, error) 
 // and reused from there by later jobs.
 func (b *SSH) ensureProxy(ctx context.Context, client *ssh.Client, t *sshTarget, proxy string) (string, error) {
 	if b.cfg.NoProxyUpload {
-		out, err := runRemote(client, "if [ -f "+shellQuote(proxy)+" ] && [ -x "+shellQuote(proxy)+" ]; then echo ok; else echo missing; fi", nil)
+		out, err := runRemote(client, proxyLookup(proxy)+`; if [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then echo ok; else echo missing; fi`, nil)
 		if err != nil {
 			return "", fmt.Errorf("ssh %s: check %s: %w", t.alias, proxy, err)
 		}
@@ -193,6 +203,8 @@ func (b *SSH) ensureProxy(ctx context.Context, client *ssh.Client, t *sshTarget,
 	if err != nil {
 		return "", fmt.Errorf("ssh %s: probe: %w", t.alias, err)
 	}
+	b.cfg.Log.Debug("ssh probe", "host", t.alias, "uname", pr.uname, "proxy", proxy, "present", pr.present,
+		"same_build", sum != "" && pr.sum == sum, "cached", pr.cached)
 	switch {
 	case pr.present && (sum == "" || pr.sum == sum):
 		return proxy, nil
@@ -212,9 +224,11 @@ func (b *SSH) ensureProxy(ctx context.Context, client *ssh.Client, t *sshTarget,
 	if pr.cached {
 		return cached, nil
 	}
+	start := time.Now()
 	if err := b.upload(ctx, client, local, sum); err != nil {
 		return "", fmt.Errorf("ssh %s: upload gompi-proxy to %s: %w", t.alias, cached, err)
 	}
+	b.cfg.Log.Debug("uploaded gompi-proxy", "host", t.alias, "path", cached, "elapsed", time.Since(start).Round(time.Millisecond))
 	return cached, nil
 }
 
@@ -227,7 +241,7 @@ func (b *SSH) upload(ctx context.Context, client *ssh.Client, local, sum string)
 		return err
 	}
 	defer f.Close()
-	script := `set -e; d="$HOME/` + ProxyCacheDir + `"; mkdir -p "$d"; t="$d/.proxy-` + sum + `.$$"; ` +
+	script := `set -e; d="$HOME/` + ProxyCacheDir + `"; mkdir -p "$d"; t="$d/.proxy-` + sum + `.$(uname -n).$$"; ` +
 		`trap 'rm -f "$t"' EXIT; cat > "$t"; ` +
 		`h=$( (sha256sum "$t" || shasum -a 256 "$t") 2>/dev/null | cut -c1-64); ` +
 		`if [ "$h" != ` + sum + ` ]; then echo "uploaded copy has sha256 '$h', want ` + sum + `" >&2; exit 1; fi; ` +
