@@ -14,17 +14,30 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
+	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/internal/proxy"
 )
 
-type stdio struct{}
+// stdio is the session's byte stream: the proxy's stdin and stdout.
+type stdio struct{ in, out *os.File }
 
-func (stdio) Read(b []byte) (int, error)  { return os.Stdin.Read(b) }
-func (stdio) Write(b []byte) (int, error) { return os.Stdout.Write(b) }
-func (stdio) Close() error {
-	os.Stdin.Close()
-	return os.Stdout.Close()
+// newStdio reopens descriptors 0 and 1 in non-blocking mode, so Go's poller
+// owns them and Close interrupts a read in progress: yamux waits for its
+// reader before a session can end, and a launcher that went silent (a
+// heartbeat timeout) would otherwise hold that read forever.
+func newStdio() stdio {
+	syscall.SetNonblock(0, true)
+	syscall.SetNonblock(1, true)
+	return stdio{in: os.NewFile(0, "stdin"), out: os.NewFile(1, "stdout")}
+}
+
+func (s stdio) Read(b []byte) (int, error)  { return s.in.Read(b) }
+func (s stdio) Write(b []byte) (int, error) { return s.out.Write(b) }
+func (s stdio) Close() error {
+	s.in.Close()
+	return s.out.Close()
 }
 
 func main() {
@@ -48,7 +61,16 @@ func main() {
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
-	err := proxy.Run(ctx, stdio{}, proxy.Config{Log: log, Stderr: os.Stderr})
+	var heartbeat time.Duration
+	if v := os.Getenv(launcher.HeartbeatEnv); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			fmt.Fprintf(os.Stderr, "gompi-proxy: %s=%q: want a duration such as 5s\n", launcher.HeartbeatEnv, v)
+			os.Exit(1)
+		}
+		heartbeat = d
+	}
+	err := proxy.Run(ctx, newStdio(), proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat})
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)

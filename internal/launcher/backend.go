@@ -7,6 +7,7 @@ package launcher
 import (
 	"context"
 	"io"
+	"time"
 )
 
 // Spec describes one proxy to start.
@@ -42,4 +43,24 @@ type Backend interface {
 	// Start launches the proxy described by spec. Cancelling ctx aborts a
 	// start still in progress; it does not end a proxy that has started.
 	Start(ctx context.Context, spec Spec) (Proc, error)
+}
+
+// HeartbeatEnv, in a proxy's environment, makes it ping its launcher over
+// the session at that interval and end the job on its host when pings go
+// unanswered. Over a pipe (fork) loss is seen at once; over a network a
+// silent cut may go unnoticed by the remote sshd for hours, and the ranks
+// behind it would be left running.
+const HeartbeatEnv = "GOMPI_PROXY_HEARTBEAT"
+
+// DefaultHeartbeat is the interval remote proxies are started with; a
+// proxy gives up after about three intervals without an answer.
+const DefaultHeartbeat = 5 * time.Second
+
+// ProxyEnv is the environment a proxy started by be needs beyond its
+// own: the heartbeat for every backend that crosses a network.
+func ProxyEnv(be Backend) []string {
+	if be.Name() == "fork" {
+		return nil
+	}
+	return []string{HeartbeatEnv + "=" + DefaultHeartbeat.String()}
 }

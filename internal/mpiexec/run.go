@@ -135,9 +135,42 @@ type proxyConn struct {
 	index int   // host index
 	hosts []int // every host of its subtree, itself first
 	proc  launcher.Proc
+	rec   *recordingProc
 	sess  *yamux.Session
 	conn  *control.Conn
 	out   outbox
+}
+
+// recordingProc keeps the first error from a proxy's byte stream: yamux
+// reports only that its session ended, the backend says why (an SSH
+// keepalive timeout, a reset connection).
+type recordingProc struct {
+	launcher.Proc
+	mu  sync.Mutex
+	err error
+}
+
+func (p *recordingProc) Read(b []byte) (int, error) {
+	n, err := p.Proc.Read(b)
+	if err != nil {
+		p.mu.Lock()
+		if p.err == nil {
+			p.err = err
+		}
+		p.mu.Unlock()
+	}
+	return n, err
+}
+
+// reason explains a lost stream: the transport's error when it has a
+// better one than end-of-file, else the session's.
+func (p *recordingProc) reason(sessErr error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.err != nil && !errors.Is(p.err, io.EOF) {
+		return p.err
+	}
+	return sessErr
 }
 
 // hostState is what the launcher knows of one host's proxy.
@@ -316,13 +349,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) (*proxyConn, error) {
 	be := j.cfg.Backend(h)
 	j.cfg.Log.Debug("starting proxy", "host", h.Name, "launcher", be.Name(), "proxy", j.cfg.ProxyPath)
-	proc, err := be.Start(ctx, launcher.Spec{
-		Host: h.Name, User: h.User, Argv: []string{j.cfg.ProxyPath},
+	started, err := be.Start(ctx, launcher.Spec{
+		Host: h.Name, User: h.User, Argv: []string{j.cfg.ProxyPath}, Env: launcher.ProxyEnv(be),
 		Stderr: prefixWriter(j.cfg.Stderr, "gompi-proxy@"+h.Name+": "),
 	})
 	if err != nil {
 		return nil, err
 	}
+	proc := &recordingProc{Proc: started}
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
@@ -340,7 +374,7 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 		proc.Kill()
 		return nil, fmt.Errorf("control stream: %w", err)
 	}
-	p := &proxyConn{index: jb.Index, proc: proc, sess: sess, conn: control.NewConn(st)}
+	p := &proxyConn{index: jb.Index, proc: proc, rec: proc, sess: sess, conn: control.NewConn(st)}
 	if err := p.conn.Send(control.Msg{T: control.MsgJob, Job: jb}); err != nil {
 		sess.Close()
 		proc.Kill()
@@ -412,7 +446,7 @@ func (j *job) loop(ctx context.Context) int {
 			if ev.err != nil {
 				for _, h := range top.hosts {
 					if ended(h) {
-						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, ev.err))
+						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.rec.reason(ev.err)))
 					}
 				}
 				continue

@@ -38,6 +38,10 @@ type Config struct {
 	// Stderr receives the diagnostics of proxies this one starts in a
 	// launch tree. Nil discards them.
 	Stderr io.Writer
+	// Heartbeat, when positive, pings the launcher at this interval and
+	// treats about three unanswered intervals as loss of the launcher
+	// (launcher.HeartbeatEnv). Zero: rely on the transport to report loss.
+	Heartbeat time.Duration
 }
 
 type rank struct {
@@ -82,7 +86,14 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	}
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
-	ycfg.EnableKeepAlive = false // the transport (pipe or ssh) reports loss itself
+	ycfg.EnableKeepAlive = false // a pipe reports loss itself
+	if cfg.Heartbeat > 0 {
+		// yamux closes the session when a ping is unanswered for
+		// ConnectionWriteTimeout.
+		ycfg.EnableKeepAlive = true
+		ycfg.KeepAliveInterval = cfg.Heartbeat
+		ycfg.ConnectionWriteTimeout = 2 * cfg.Heartbeat
+	}
 	sess, err := yamux.Server(rw, ycfg)
 	if err != nil {
 		return fmt.Errorf("proxy: session: %w", err)

@@ -89,7 +89,8 @@ func (t *tree) startChild(ctx context.Context, be launcher.Backend, c *child) er
 	if proxyPath == "" {
 		return fmt.Errorf("no gompi-proxy path in the job")
 	}
-	proc, err := be.Start(ctx, launcher.Spec{Host: c.t.Host, User: c.t.User, Argv: []string{proxyPath}, Stderr: t.p.cfg.Stderr})
+	proc, err := be.Start(ctx, launcher.Spec{Host: c.t.Host, User: c.t.User, Argv: []string{proxyPath},
+		Env: launcher.ProxyEnv(be), Stderr: t.p.cfg.Stderr})
 	if err != nil {
 		return err
 	}

@@ -171,3 +171,36 @@ func TestManyJobsNoFDGrowth(t *testing.T) {
 		t.Fatalf("open descriptors grew from %d to %d over %d jobs", before, after, jobs)
 	}
 }
+
+// A proxy with a heartbeat (as remote proxies get) ends its ranks when the
+// launcher stops answering, as after a silent network cut; here gompiexec
+// is frozen with SIGSTOP instead.
+func TestProxyHeartbeatEndsRanksOfSilentLauncher(t *testing.T) {
+	j := newJob(t, "", "-n", "2", bin("rankprog"), "sleep", "60s")
+	j.cmd.Env = append(j.cmd.Env, "GOMPI_PROXY_HEARTBEAT=500ms")
+	j.startJob()
+	j.waitRanks(2)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGSTOP)
+	defer syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
+	stopped := time.Now()
+	deadline := stopped.Add(10 * time.Second)
+	for {
+		left := 0
+		for _, p := range markedProcs(j.marker) {
+			if p != j.cmd.Process.Pid {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d processes still alive %s after the launcher froze", left, time.Since(stopped))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("proxy and ranks gone %s after the launcher froze", time.Since(stopped).Round(time.Millisecond))
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGCONT)
+	j.cmd.Wait()
+}
