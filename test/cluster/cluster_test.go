@@ -136,6 +136,12 @@ func TestMPICHAcrossHosts(t *testing.T) {
 			}
 		}
 	}
+	// MPI_Abort(MPI_COMM_WORLD, 7) on the last rank (third host) while the
+	// others block in a receive: exit 7, the rank and host named.
+	r := runJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("abort"))
+	if want := "rank 5 on " + c.Hosts[2].Name + " called abort with exit code 7"; r.code != 7 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("abort: exit %d, want 7 and %q in stderr:\n%s", r.code, want, r.stderr)
+	}
 }
 
 // TestStdinReachesRemoteRankZero puts rank 0 on the second host: gompiexec's
@@ -178,6 +184,31 @@ func TestRemoteExitCode(t *testing.T) {
 	if r.elapsed > 15*time.Second {
 		t.Errorf("took %s", r.elapsed)
 	}
+}
+
+// TestSignalsReachRemoteRanks: SIGINT to gompiexec reaches every rank on
+// every host (the ranks report it and keep running); a second SIGINT within
+// 3 s kills the job with 130.
+func TestSignalsReachRemoteRanks(t *testing.T) {
+	c := setup(t)
+	j := startJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "trap")
+	j.waitReady(3)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(j.stdout.String(), " got interrupt\n") < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for rk, h := range c.Hosts {
+		if want := fmt.Sprintf("rank %d on %s got interrupt\n", rk, h.Identity); !strings.Contains(j.stdout.String(), want) {
+			t.Fatalf("missing %q in\n%s\nstderr:\n%s", want, j.stdout.String(), j.stderr.String())
+		}
+	}
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	r := j.wait(15 * time.Second)
+	if r.code != 130 {
+		t.Fatalf("exit %d after the second SIGINT, want 130; stderr:\n%s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(5 * time.Second)
 }
 
 // TestUnreachableHost: one host cannot be reached, either because nothing
