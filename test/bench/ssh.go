@@ -63,6 +63,17 @@ func benchSSH(gompi, hydra string, reps int) error {
 	if err := c.WaitNoLeftovers(5 * time.Second); err != nil {
 		fmt.Printf("warning: %v\n", err)
 	}
+	// The floor: one SSH login running /bin/true, as each launcher does
+	// (concurrently) per host.
+	var fs []time.Duration
+	for i := 0; i < reps; i++ {
+		d, err := timeRun(cl.Agent, []string{c.Hosts[0].Name, "/bin/true"})
+		if err != nil {
+			return err
+		}
+		fs = append(fs, d)
+	}
+	fmt.Printf("floor: one SSH login running /bin/true takes %s (median)\n\n", round(median(fs)))
 	g, h := median(gs), median(hs)
 	fmt.Printf("%-24s %12s %12s %8s\n", "case", "gompiexec", "hydra", "ratio")
 	fmt.Printf("%-24s %12s %12s %7.2fx\n", "3x8 -n 24 /bin/true", round(g), round(h), float64(g)/float64(h))

@@ -202,7 +202,7 @@ func (c *Cluster) network(hosts int) error {
 		return err
 	}
 	defer unlock()
-	x, err := freeSubnet()
+	x, err := freeSubnet(c.logf)
 	if err != nil {
 		return err
 	}
@@ -266,47 +266,56 @@ func (c *Cluster) network(hosts int) error {
 	return nil
 }
 
-// freeSubnet picks X such that nothing in the root namespace uses
-// 10.200.X.0/24.
-func freeSubnet() (int, error) {
-	used := map[int]bool{}
+// freeSubnet picks X such that no address or route in the root namespace
+// lies in or around 10.200.X.0/24. Routes wider than a /16 (a default route,
+// 10.0.0.0/8) do not count: the cluster's /24 is more specific, and only
+// addresses the harness assigns are ever used.
+func freeSubnet(logf func(string, ...any)) (int, error) {
+	var nets []*net.IPNet
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return 0, err
 	}
 	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok {
-			if ip4 := ipn.IP.To4(); ip4 != nil && ip4[0] == 10 && ip4[1] == 200 {
-				used[int(ip4[2])] = true
-			}
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			nets = append(nets, ipn)
 		}
 	}
-	// Routes too: another tool may route 10.200.X.0/24 elsewhere.
-	if out, err := exec.Command("ip", "-4", "route", "show").Output(); err == nil {
+	if out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output(); err == nil {
 		for _, l := range strings.Split(string(out), "\n") {
-			if f := strings.Fields(l); len(f) > 0 {
-				if _, ipn, err := net.ParseCIDR(f[0]); err == nil {
-					if ip4 := ipn.IP.To4(); ip4 != nil && ip4[0] == 10 && (ip4[1] == 200 || ones(ipn) < 16) {
-						if ones(ipn) < 24 {
-							return 0, fmt.Errorf("cluster: route %s covers the test range 10.200.0.0/16", f[0])
-						}
-						used[int(ip4[2])] = true
+			f := strings.Fields(l)
+			if len(f) > 0 && f[0] != "default" && f[0] != "local" && f[0] != "broadcast" {
+				dst := f[0]
+				if !strings.Contains(dst, "/") {
+					dst += "/32"
+				}
+				if _, ipn, err := net.ParseCIDR(dst); err == nil {
+					if ones, _ := ipn.Mask.Size(); ones >= 16 {
+						nets = append(nets, ipn)
+					} else if ipn.Contains(net.IPv4(10, 200, 0, 0)) {
+						logf("cluster: route %s covers the test range 10.200.0.0/16; the cluster's /24 takes precedence for its own addresses", f[0])
 					}
 				}
 			}
 		}
 	}
+	overlaps := func(x int) bool {
+		_, mine, _ := net.ParseCIDR(fmt.Sprintf("10.200.%d.0/24", x))
+		for _, n := range nets {
+			if mine.Contains(n.IP) || n.Contains(mine.IP) {
+				return true
+			}
+		}
+		return false
+	}
 	start := os.Getpid() % 250
 	for k := 0; k < 250; k++ {
-		x := 1 + (start+k)%250
-		if !used[x] {
+		if x := 1 + (start+k)%250; !overlaps(x) {
 			return x, nil
 		}
 	}
 	return 0, errors.New("cluster: no free /24 in 10.200.0.0/16")
 }
-
-func ones(n *net.IPNet) int { o, _ := n.Mask.Size(); return o }
 
 func lockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)

@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -135,6 +136,12 @@ func TestMPICHAcrossHosts(t *testing.T) {
 			}
 		}
 	}
+	// MPI_Abort(MPI_COMM_WORLD, 7) on the last rank (third host) while the
+	// others block in a receive: exit 7, the rank and host named.
+	r := runJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("abort"))
+	if want := "rank 5 on " + c.Hosts[2].Name + " called abort with exit code 7"; r.code != 7 || !strings.Contains(r.stderr, want) {
+		t.Fatalf("abort: exit %d, want 7 and %q in stderr:\n%s", r.code, want, r.stderr)
+	}
 }
 
 // TestStdinReachesRemoteRankZero puts rank 0 on the second host: gompiexec's
@@ -177,6 +184,31 @@ func TestRemoteExitCode(t *testing.T) {
 	if r.elapsed > 15*time.Second {
 		t.Errorf("took %s", r.elapsed)
 	}
+}
+
+// TestSignalsReachRemoteRanks: SIGINT to gompiexec reaches every rank on
+// every host (the ranks report it and keep running); a second SIGINT within
+// 3 s kills the job with 130.
+func TestSignalsReachRemoteRanks(t *testing.T) {
+	c := setup(t)
+	j := startJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "trap")
+	j.waitReady(3)
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(j.stdout.String(), " got interrupt\n") < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	for rk, h := range c.Hosts {
+		if want := fmt.Sprintf("rank %d on %s got interrupt\n", rk, h.Identity); !strings.Contains(j.stdout.String(), want) {
+			t.Fatalf("missing %q in\n%s\nstderr:\n%s", want, j.stdout.String(), j.stderr.String())
+		}
+	}
+	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	r := j.wait(15 * time.Second)
+	if r.code != 130 {
+		t.Fatalf("exit %d after the second SIGINT, want 130; stderr:\n%s", r.code, r.stderr)
+	}
+	j.assertNoLeftovers(5 * time.Second)
 }
 
 // TestUnreachableHost: one host cannot be reached, either because nothing
@@ -408,4 +440,70 @@ func TestRemoteRankKilled(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	j.assertNoLeftovers(5 * time.Second)
+}
+
+// TestTeardown builds a second cluster next to the shared one (names and
+// subnet must differ), leaves processes running on it, and checks Close
+// removes every trace: processes, namespaces, the root link, the directory.
+func TestTeardown(t *testing.T) {
+	c := setup(t)
+	c2, err := cluster.New(cluster.Config{Hosts: 3, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if c2.Subnet == c.Subnet || c2.ID == c.ID {
+		t.Fatalf("second cluster reuses %s / %s", c2.ID, c2.Subnet)
+	}
+	// A process started inside a host, and one left by an SSH session.
+	h := c2.Hosts[0]
+	sleeper, err := h.Command(context.Background(), "sleep", "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- sleeper.Wait() }()
+	if out, err := exec.Command(c2.Client.Agent, c2.Hosts[1].Name, "nohup sleep 60 >/dev/null 2>&1 &").CombinedOutput(); err != nil {
+		t.Fatalf("ssh: %v %s", err, out)
+	}
+	for _, hh := range c2.Hosts[:2] {
+		if ps, _ := hh.ProcsNamed("sleep"); len(ps) != 1 {
+			t.Fatalf("%s: sleep processes %v", hh.Name, ps)
+		}
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("process inside the host survived Close")
+	}
+	names := []string{c2.ID + "-sw"}
+	for _, hh := range c2.Hosts {
+		names = append(names, hh.NS)
+	}
+	for _, ns := range names {
+		if _, err := os.Stat("/run/netns/" + ns); err == nil {
+			t.Errorf("namespace %s survived Close", ns)
+		}
+	}
+	if _, err := os.Stat("/sys/class/net/" + c2.RootLink()); err == nil {
+		t.Errorf("root link %s survived Close", c2.RootLink())
+	}
+	if _, err := os.Stat(c2.Dir); err == nil {
+		t.Errorf("%s survived Close", c2.Dir)
+	}
+	// Nothing of c2's survives anywhere: no process whose command line
+	// names its directory.
+	if out, _ := exec.Command("pgrep", "-f", c2.Dir).Output(); len(out) > 0 {
+		t.Errorf("processes of the closed cluster: %s", out)
+	}
+	// The shared cluster is untouched.
+	if out, err := c.Hosts[0].Run("cat", cluster.IdentityFile); err != nil || out != c.Hosts[0].Identity {
+		t.Fatalf("shared cluster damaged: %q %v", out, err)
+	}
 }

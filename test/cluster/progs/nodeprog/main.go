@@ -7,6 +7,7 @@
 //	nodeprog cat            copy stdin to stdout, then report the byte count
 //	nodeprog exit CODE RANK rank RANK exits with CODE, the others sleep
 //	nodeprog sleep DUR      print "ready", then sleep
+//	nodeprog trap           print "ready", then report every SIGINT (and keep running)
 package main
 
 import (
@@ -14,8 +15,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gompi/gompi/pmi/client"
@@ -51,6 +54,13 @@ func main() {
 			os.Exit(code)
 		}
 		time.Sleep(60 * time.Second)
+	case "trap":
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGINT)
+		fmt.Printf("rank %s on %s ready\n", rank, host())
+		for range c {
+			fmt.Printf("rank %s on %s got interrupt\n", rank, host())
+		}
 	case "sleep":
 		d, _ := time.ParseDuration(args[1])
 		fmt.Printf("rank %s on %s ready\n", rank, host())
