@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -56,8 +57,9 @@ func FromRecipe(r Recipe) (Backend, error) {
 }
 
 // Recipe implements Describer: a proxy in a launch tree re-creates this
-// backend with the same policy (host keys, upload, timeouts), reading its
-// own host's ~/.ssh and uploading its own executable where needed.
+// backend with the same policy (host keys, upload, timeouts), reading the
+// launcher's ~/.ssh when its host shares that directory (else its own) and
+// uploading its own executable where needed.
 func (b *SSH) Recipe() Recipe {
 	c := b.cfg
 	opts := map[string]string{
@@ -71,6 +73,9 @@ func (b *SSH) Recipe() Recipe {
 	}
 	if c.NoProxyUpload {
 		opts["no_proxy_upload"] = "1"
+	}
+	if c.Home != "" {
+		opts["home"] = c.Home
 	}
 	return Recipe{Name: "ssh", Opts: opts}
 }
@@ -105,6 +110,14 @@ func sshFromRecipe(r Recipe) (Backend, error) {
 	}
 	if exe, err := os.Executable(); err == nil {
 		cfg.LocalProxy = exe
+	}
+	// The launcher's ~/.ssh is used where the same directory exists here
+	// (home directories shared across the cluster, the usual case); else
+	// this host's own home.
+	if h := o["home"]; h != "" {
+		if fi, err := os.Stat(filepath.Join(h, ".ssh")); err == nil && fi.IsDir() {
+			cfg.Home = h
+		}
 	}
 	return NewSSH(cfg)
 }

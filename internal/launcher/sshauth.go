@@ -142,7 +142,16 @@ func (b *SSH) resolve(host, login string) (*sshTarget, error) {
 		// taken and nothing recorded.
 		t.knownHosts, t.appendTo = nil, ""
 	} else {
-		t.knownHosts = append(append([]string{}, userKH...), b.cfg.KnownHosts...)
+		// The same file may be named twice (UserKnownHostsFile pointing
+		// at the default): read and report it once.
+		seen := map[string]bool{}
+		t.knownHosts = nil
+		for _, f := range append(userKH, b.cfg.KnownHosts...) {
+			if !seen[filepath.Clean(f)] {
+				seen[filepath.Clean(f)] = true
+				t.knownHosts = append(t.knownHosts, f)
+			}
+		}
 		t.appendTo = t.knownHosts[0]
 	}
 	switch strings.ToLower(get("StrictHostKeyChecking")) {

@@ -293,7 +293,12 @@ func (p *proxy) start() error {
 		p.ranks = append(p.ranks, r)
 		pids = append(pids, r.cmd.Process.Pid)
 	}
-	return p.send(control.Msg{T: control.MsgStarted, Pids: pids})
+	if err := p.send(control.Msg{T: control.MsgStarted, Pids: pids}); err != nil {
+		// The launcher went away while we were starting (another host
+		// failed): not an error of this host's.
+		return fmt.Errorf("%w: %v", ErrLauncherLost, err)
+	}
+	return nil
 }
 
 func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {

@@ -46,7 +46,7 @@ var builtinSSH = launchMode{"ssh", false, func(cl *cluster.Client) []string {
 // mode is the backend every test uses. Switch to builtinSSH once the
 // built-in client has merged (the assertions marked "tightens with the
 // built-in backend" can then check its messages).
-var mode = rshAgent
+var mode = builtinSSH
 
 var (
 	binDir   string // gompiexec, gompi-proxy, nodeprog, hello, hostring: on the shared filesystem

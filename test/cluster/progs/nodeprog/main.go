@@ -7,6 +7,7 @@
 //	nodeprog cat            copy stdin to stdout, then report the byte count
 //	nodeprog exit CODE RANK rank RANK exits with CODE, the others sleep
 //	nodeprog sleep DUR      print "ready", then sleep
+//	nodeprog wheresleep DUR as where, then print "ready" and sleep
 //	nodeprog trap           print "ready", then report every SIGINT (and keep running)
 package main
 
@@ -61,6 +62,14 @@ func main() {
 		for range c {
 			fmt.Printf("rank %s on %s got interrupt\n", rank, host())
 		}
+	case "wheresleep":
+		if err := where(); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: %v\n", rank, host(), err)
+			os.Exit(1)
+		}
+		d, _ := time.ParseDuration(args[1])
+		fmt.Printf("rank %s on %s ready\n", rank, host())
+		time.Sleep(d)
 	case "sleep":
 		d, _ := time.ParseDuration(args[1])
 		fmt.Printf("rank %s on %s ready\n", rank, host())
