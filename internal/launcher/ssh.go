@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -176,29 +177,23 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 		}
 		return nil, err
 	}
-	proxy, err := b.ensureProxy(ctx, client, t, spec.Argv[0])
+	// Fast path, one session: a script that runs the proxy at once when
+	// the host has the right one. Every session costs a login shell on the
+	// host (often a heavy ~/.bashrc), so probing separately would double
+	// the launch time. Otherwise the full probe decides, uploading if need
+	// be, and a second session runs the result.
+	sess, stdin, stdout, ran, err := b.tryRun(client, t, spec)
 	if err != nil {
 		return fail(err)
 	}
-	sess, err := client.NewSession()
-	if err != nil {
-		return fail(fmt.Errorf("ssh %s: open session: %w", t.alias, err))
-	}
-	stdin, err := sess.StdinPipe()
-	if err != nil {
-		return fail(fmt.Errorf("ssh %s: %w", t.alias, err))
-	}
-	stdout, err := sess.StdoutPipe()
-	if err != nil {
-		return fail(fmt.Errorf("ssh %s: %w", t.alias, err))
-	}
-	sess.Stderr = spec.Stderr
-	if sess.Stderr == nil {
-		sess.Stderr = io.Discard
-	}
-	argv := append([]string{proxy}, spec.Argv[1:]...)
-	if err := sess.Start(commandLine(spec.Env, argv)); err != nil {
-		return fail(fmt.Errorf("ssh %s: start %s: %w", t.alias, proxy, err))
+	if !ran {
+		proxy, err := b.ensureProxy(ctx, client, t, spec.Argv[0])
+		if err != nil {
+			return fail(err)
+		}
+		if sess, stdin, stdout, err = startSession(client, spec.Stderr, commandLine(spec.Env, append([]string{proxy}, spec.Argv[1:]...))); err != nil {
+			return fail(fmt.Errorf("ssh %s: start %s: %w", t.alias, proxy, err))
+		}
 	}
 	if !stop() {
 		return fail(ctx.Err())
@@ -209,6 +204,71 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 		go p.keepalive(b.cfg.KeepaliveInterval, b.cfg.KeepaliveCountMax)
 	}
 	return p, nil
+}
+
+// startSession runs cmd in a new session whose stdin and stdout are
+// returned; its stderr goes to errw.
+func startSession(client *ssh.Client, errw io.Writer, cmd string) (*ssh.Session, io.WriteCloser, io.Reader, error) {
+	sess, err := client.NewSession()
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open session: %w", err)
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, nil, err
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, nil, nil, err
+	}
+	sess.Stderr = errw
+	if sess.Stderr == nil {
+		sess.Stderr = io.Discard
+	}
+	if err := sess.Start(cmd); err != nil {
+		sess.Close()
+		return nil, nil, nil, err
+	}
+	return sess, stdin, stdout, nil
+}
+
+// tryRun starts the one-session fast path (runScript). ran says whether
+// the proxy is running in sess; if not, the session has ended and the
+// caller probes in full.
+func (b *SSH) tryRun(client *ssh.Client, t *sshTarget, spec Spec) (sess *ssh.Session, stdin io.WriteCloser, stdout io.Reader, ran bool, err error) {
+	sum := ""
+	if !b.cfg.NoProxyUpload {
+		local := b.cfg.LocalProxy
+		if local == "" {
+			local = spec.Argv[0]
+		}
+		sum, _ = b.localHash(local) // no local copy: any proxy there will do
+	}
+	script := runScript(spec.Argv[0], sum, b.cfg.NoProxyUpload, spec.Env, spec.Argv[1:])
+	sess, stdin, out, err := startSession(client, spec.Stderr, "/bin/sh -c "+shellQuote(script))
+	if err != nil {
+		return nil, nil, nil, false, fmt.Errorf("ssh %s: start %s: %w", t.alias, spec.Argv[0], err)
+	}
+	br := bufio.NewReader(out)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			sess.Close()
+			return nil, nil, nil, false, fmt.Errorf("ssh %s: start %s: no answer from the host's shell (%v)", t.alias, spec.Argv[0], err)
+		}
+		// Lines before ours are a login shell's chatter.
+		switch {
+		case strings.HasPrefix(line, probeRun):
+			b.cfg.Log.Debug("ssh proxy", "host", t.alias, "path", strings.TrimSpace(strings.TrimPrefix(line, probeRun)))
+			return sess, stdin, br, true, nil
+		case strings.HasPrefix(line, probeEnd):
+			sess.Wait()
+			sess.Close()
+			return nil, nil, nil, false, nil
+		}
+	}
 }
 
 // commandLine is the remote shell command running argv with env: the

@@ -78,6 +78,47 @@ func probeScript(proxy, sum string) string {
 	return s
 }
 
+// Markers of runScript's answer on stdout.
+const (
+	probeRun = "gompi-probe: run "
+	probeEnd = "gompi-probe: end"
+)
+
+// runScript runs the proxy in the same session when the host already has
+// the right one: the cached upload of our build (sum), or proxy itself if
+// it is our build (or its build cannot be compared: upload disabled, no
+// local copy). It announces the path it runs; otherwise it says end and
+// exits, and the launcher probes in full.
+func runScript(proxy, sum string, noUpload bool, env, args []string) string {
+	var run []string
+	if len(env) > 0 {
+		run = append(run, "env")
+		for _, kv := range env {
+			run = append(run, shellQuote(kv))
+		}
+	}
+	run = append(run, `"$r"`)
+	for _, a := range args {
+		run = append(run, shellQuote(a))
+	}
+	s := proxyLookup(proxy) + `; r=`
+	if sum != "" {
+		s += `; c="$HOME/` + ProxyCacheDir + `/proxy-` + sum + `"; if [ -x "$c" ]; then r="$c"; fi`
+	}
+	s += `; if [ -z "$r" ] && [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then `
+	if sum == "" || noUpload {
+		s += `r="$p"`
+	} else {
+		// A match is also copied into the cache, so later jobs find it
+		// there without hashing the file again (written under a temporary
+		// name and renamed: hosts may share one home directory).
+		s += `h=$( (sha256sum "$p" || shasum -a 256 "$p") 2>/dev/null | cut -c1-64); if [ "$h" = ` + sum + ` ]; then r="$p"; ` +
+			`(mkdir -p "$HOME/` + ProxyCacheDir + `" && cp "$p" "$c.$$.tmp" && chmod 755 "$c.$$.tmp" && mv -f "$c.$$.tmp" "$c") 2>/dev/null || rm -f "$c.$$.tmp"; fi`
+	}
+	s += `; fi; if [ -n "$r" ]; then echo "` + probeRun + `$r"; exec ` + strings.Join(run, " ") + `; fi; echo "` + probeEnd + `"`
+	return s
+}
+
 // proxyLookup sets $p to the proxy's path; a bare name is looked up in
 // the remote PATH, as running it would.
 func proxyLookup(proxy string) string {

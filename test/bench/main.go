@@ -121,7 +121,13 @@ func measure(gompi, hydra string, args []string, reps int) (time.Duration, time.
 }
 
 func timeRun(launcher string, args []string) (time.Duration, error) {
+	return timeRunEnv(launcher, args, nil)
+}
+
+// timeRunEnv times one run with env as the environment (nil: inherited).
+func timeRunEnv(launcher string, args, env []string) (time.Duration, error) {
 	cmd := exec.Command(launcher, args...)
+	cmd.Env = env
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	d := time.Since(start)

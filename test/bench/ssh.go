@@ -12,9 +12,8 @@ import (
 
 // benchSSH times launches over SSH on a 3-host namespace test cluster
 // (test/cluster; needs root): -n 24 /bin/true with 8 slots per host, for
-// gompiexec and for mpiexec.hydra -launcher ssh. Both reach the hosts
-// through the same OpenSSH agent script (ssh -F <cluster client config>),
-// so they pay the same SSH costs.
+// gompiexec (its built-in SSH client, and for reference the same OpenSSH
+// agent script as Hydra) and for mpiexec.hydra -launcher ssh.
 func benchSSH(gompi, hydra string, reps int) error {
 	if err := cluster.Check(); err != nil {
 		return err
@@ -41,23 +40,32 @@ func benchSSH(gompi, hydra string, reps int) error {
 	}
 	cl := c.Client
 	args := []string{"-f", hosts, "-n", "24", "/bin/true"}
-	gArgs := append([]string{"-launcher-exec", cl.Agent, "-wdir", "/"}, args...)
+	// gompiexec as users run it: its built-in SSH client (HOME holds the
+	// cluster's ssh config, keys and known_hosts); and, for reference,
+	// through the same OpenSSH agent script Hydra uses.
+	builtin := append([]string{"-launcher", "ssh", "-wdir", "/"}, args...)
+	viaAgent := append([]string{"-launcher-exec", cl.Agent, "-wdir", "/"}, args...)
 	// Hydra's proxies connect back to mpiexec; its host name resolves to an
 	// address the hosts cannot reach, so name the interface into the cluster.
 	hArgs := append([]string{"-launcher", "ssh", "-launcher-exec", cl.Agent, "-iface", c.RootLink(), "-wdir", "/"}, args...)
-	fmt.Printf("\nover SSH: %d hosts (network namespaces, OpenSSH sshd), both launchers via %s\n\n", len(c.Hosts), cl.Agent)
-	var gs, hs []time.Duration
+	fmt.Printf("\nover SSH: %d hosts (network namespaces, OpenSSH sshd); hydra via %s\n\n", len(c.Hosts), cl.Agent)
+	env := append(os.Environ(), cl.Env()...)
+	var gs, as, hs []time.Duration
 	for i := 0; i < reps+1; i++ {
-		g, err := timeRun(filepath.Join(bin, "gompiexec"), gArgs)
+		g, err := timeRunEnv(filepath.Join(bin, "gompiexec"), builtin, env)
 		if err != nil {
 			return fmt.Errorf("gompiexec: %w", err)
+		}
+		a, err := timeRunEnv(filepath.Join(bin, "gompiexec"), viaAgent, env)
+		if err != nil {
+			return fmt.Errorf("gompiexec via agent: %w", err)
 		}
 		h, err := timeRun(hydra, hArgs)
 		if err != nil {
 			return fmt.Errorf("hydra: %w", err)
 		}
 		if i > 0 {
-			gs, hs = append(gs, g), append(hs, h)
+			gs, as, hs = append(gs, g), append(as, a), append(hs, h)
 		}
 	}
 	if err := c.WaitNoLeftovers(5 * time.Second); err != nil {
@@ -74,9 +82,14 @@ func benchSSH(gompi, hydra string, reps int) error {
 		fs = append(fs, d)
 	}
 	fmt.Printf("floor: one SSH login running /bin/true takes %s (median)\n\n", round(median(fs)))
-	g, h := median(gs), median(hs)
-	fmt.Printf("%-24s %12s %12s %8s\n", "case", "gompiexec", "hydra", "ratio")
-	fmt.Printf("%-24s %12s %12s %7.2fx\n", "3x8 -n 24 /bin/true", round(g), round(h), float64(g)/float64(h))
+	g, a, h := median(gs), median(as), median(hs)
+	verdict := "met"
+	if float64(g)/float64(h) > 0.5 {
+		verdict = "MISSED"
+	}
+	fmt.Printf("%-34s %12s %12s %8s  %s\n", "case", "gompiexec", "hydra", "ratio", "goal")
+	fmt.Printf("%-34s %12s %12s %7.2fx  <= 0.5x %s\n", "3x8 -n 24 /bin/true (built-in ssh)", round(g), round(h), float64(g)/float64(h), verdict)
+	fmt.Printf("%-34s %12s %12s %7.2fx\n", "3x8 -n 24 /bin/true (both via ssh)", round(a), round(h), float64(a)/float64(h))
 	return nil
 }
 
