@@ -35,6 +35,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gompi/gompi/internal/shm"
 	"github.com/gompi/gompi/pmi/client"
 )
 
@@ -116,6 +117,19 @@ type Config struct {
 	// Linger is how long Finalize waits for peers to close their side.
 	// Default 2 s.
 	Linger time.Duration
+	// NoSharedMemory keeps same-host peers on TCP. Also set by
+	// GOMPI_SHM=0.
+	NoSharedMemory bool
+	// NoCMA makes same-host rendezvous stream through the shared-memory
+	// ring instead of reading the sender's memory with process_vm_readv.
+	// Also set by GOMPI_CMA=0.
+	NoCMA bool
+	// ShmDir holds the shared-memory rendezvous files. Default
+	// $GOMPI_SHM_DIR, else /dev/shm (internal/shm.DefaultDir).
+	ShmDir string
+	// ShmRingSize is the bytes of each direction's ring (a power of two).
+	// Default 1 MiB.
+	ShmRingSize int
 }
 
 func (c *Config) defaults() {
@@ -139,6 +153,18 @@ func (c *Config) defaults() {
 	}
 	if c.Host == "" {
 		c.Host = hostAddr()
+	}
+	if os.Getenv("GOMPI_SHM") == "0" {
+		c.NoSharedMemory = true
+	}
+	if os.Getenv("GOMPI_CMA") == "0" {
+		c.NoCMA = true
+	}
+	if c.ShmDir == "" {
+		c.ShmDir = os.Getenv("GOMPI_SHM_DIR")
+	}
+	if c.ShmDir == "" {
+		c.ShmDir = shm.DefaultDir()
 	}
 }
 
@@ -185,6 +211,14 @@ type proc struct {
 
 	addrMu sync.Mutex
 	addrs  map[int]string
+	hosts  map[int]string // peers' host identities
+
+	// Shared memory: shmJob names this job's rendezvous files ("" when
+	// shared memory is off), hostID is this process's host identity.
+	shmJob string
+	shmDir string
+	hostID string
+	shm    shmStats
 }
 
 // Init starts the runtime with the default Config and returns the world
@@ -221,7 +255,7 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 		cfg.Bootstrap = c
 	}
 	p := &proc{cfg: cfg, boot: cfg.Bootstrap, rank: cfg.Bootstrap.Rank(), size: cfg.Bootstrap.Size(),
-		closing: make(chan struct{}), addrs: map[int]string{}, nextCtx: 1}
+		closing: make(chan struct{}), addrs: map[int]string{}, hosts: map[int]string{}, nextCtx: 1}
 	if p.size < 1 || p.rank < 0 || p.rank >= p.size {
 		return nil, fmt.Errorf("mpi: init: bad rank %d of size %d", p.rank, p.size)
 	}
@@ -255,6 +289,18 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 			p.cancel()
 			return nil, fmt.Errorf("mpi: init: %w", err)
 		}
+		if !cfg.NoSharedMemory {
+			p.hostID = hostIdentity()
+		}
+		host := p.hostID
+		if host == "" {
+			host = noShmHost
+		}
+		if err := p.boot.Put(kvsHost+strconv.Itoa(p.rank), host); err != nil {
+			ln.Close()
+			p.cancel()
+			return nil, fmt.Errorf("mpi: init: %w", err)
+		}
 		if p.secret == nil && p.rank == 0 {
 			b := make([]byte, 32)
 			rand.Read(b)
@@ -279,6 +325,12 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 				ln.Close()
 				p.cancel()
 				return nil, fmt.Errorf("mpi: init: job secret: %w", err)
+			}
+		}
+		if p.hostID != "" {
+			p.shmJob, p.shmDir = shmJobID(p.boot, p.secret), cfg.ShmDir
+			if !cfg.NoCMA {
+				allowPeerRead()
 			}
 		}
 		p.wg.Add(1)
@@ -338,6 +390,7 @@ func (c *Comm) Finalize() error {
 	}
 	p.eng.failAll(ErrFinalized)
 	p.wg.Wait()
+	p.sweepShm()
 	return p.boot.Finalize()
 }
 

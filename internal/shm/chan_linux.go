@@ -84,6 +84,7 @@ type Chan struct {
 	opt  Options
 
 	closedSelf, closedPeer *atomic.Uint32
+	closeMu                sync.Mutex // serialises Close
 	peerPid                int
 	peerStart              uint64
 	checkPid               bool
@@ -346,8 +347,13 @@ func writeIdentity(mem []byte, side int) {
 // passes, or ctx ends.
 func waitCtx(ctx context.Context, w *atomic.Uint32, old uint32, d time.Duration) error {
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { futexWake(unsafe.Pointer(w)) })
-		defer stop()
+		woken := make(chan struct{}) // as in await: never wake after unmap
+		stop := context.AfterFunc(ctx, func() { futexWake(unsafe.Pointer(w)); close(woken) })
+		defer func() {
+			if !stop() {
+				<-woken
+			}
+		}()
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -509,6 +515,24 @@ func (c *Chan) publishRx() {
 // them Recv returns ErrClosed. A Recv cancelled half-way through a message
 // leaves the stream mid-message, so it closes the channel.
 func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
+	return c.recv(ctx, nil, dst)
+}
+
+// RecvSplit receives one message whose first len(hdr) bytes are an
+// envelope: they are copied into hdr first, then dst is called with the
+// length of the rest (so it can look at the envelope to choose where the
+// body goes) and the body is copied into the buffer it returns, with
+// Recv's truncation rules. It returns the body length. A message shorter
+// than hdr is consumed and reported as ErrCorrupt (it is not a message of
+// the caller's protocol), without closing the channel.
+func (c *Chan) RecvSplit(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+	if hdr == nil {
+		hdr = []byte{} // non-nil: recv splits
+	}
+	return c.recv(ctx, hdr, dst)
+}
+
+func (c *Chan) recv(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
 	c.recvMu.Lock()
 	defer c.recvMu.Unlock()
 	if c.closing.Load() {
@@ -535,6 +559,19 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 	}
 	r.pos += frameBytes
 	n := int(n64)
+	if hdr != nil {
+		if n < len(hdr) {
+			if err := c.take(ctx, nil, n64+(-n64&7)); err != nil {
+				return 0, c.rxFail(err, true)
+			}
+			c.publishRx()
+			return n, fmt.Errorf("%w: %d-byte message shorter than its %d-byte envelope", ErrCorrupt, n, len(hdr))
+		}
+		if err := c.take(ctx, hdr, 0); err != nil {
+			return 0, c.rxFail(err, true)
+		}
+		n -= len(hdr)
+	}
 	var buf []byte
 	if dst != nil {
 		buf = dst(n)
@@ -680,8 +717,16 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Ui
 		}
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { wake(seq) })
-		defer stop()
+		// The wake-up runs in its own goroutine; if it has started, wait
+		// for it, so it never touches the mapping after Close (which waits
+		// for this call) has unmapped it.
+		woken := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() { wake(seq); close(woken) })
+		defer func() {
+			if !stop() {
+				<-woken
+			}
+		}()
 	}
 	flag.Store(1)
 	defer flag.Store(0)
@@ -757,6 +802,10 @@ func (c *Chan) markClosed() {
 // (they return ErrClosed, after any fully sent messages are received), waits
 // for this side's calls in progress to return and unmaps the memory.
 func (c *Chan) Close() error {
+	// Concurrent Closes take turns: the second must not unmap while the
+	// first is still waking futex words in the mapping.
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
 	c.markClosed()
 	c.sendMu.Lock()
 	c.recvMu.Lock()

@@ -20,6 +20,11 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 	return 0, ErrUnsupported
 }
 
+// RecvSplit returns ErrUnsupported.
+func (c *Chan) RecvSplit(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+
 // RecvBytes returns ErrUnsupported.
 func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) { return nil, ErrUnsupported }
 
