@@ -570,7 +570,7 @@ func (p *proc) readCMA(op *recvOp, m *message, l *shmLink, onReader bool) bool {
 	} else {
 		buf = op.buf[:min(m.length, len(op.buf))]
 	}
-	if err := cmaRead(m.pid, m.addr, buf); err != nil {
+	if err := cmaReadFn(m.pid, m.addr, buf); err != nil {
 		p.shm.cmaFalls.Add(1)
 		return false
 	}
@@ -588,6 +588,10 @@ func (p *proc) readCMA(op *recvOp, m *message, l *shmLink, onReader bool) bool {
 	}
 	return true
 }
+
+// cmaReadFn is cmaRead; tests replace it to simulate a kernel or policy
+// that refuses cross-memory attach.
+var cmaReadFn = cmaRead
 
 // sweepShm removes rendezvous files of this job that name this rank (left
 // by a peer that died while connecting). Other pairs may still be
