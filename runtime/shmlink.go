@@ -73,29 +73,10 @@ func shmJobID(boot Bootstrap, secret []byte) string {
 			base = k.KVSName()
 		}
 	}
-	base = ShmJobBase(base)
+	base = shm.JobBase(base)
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("gompi-shm-job"))
 	return base + "." + hex.EncodeToString(m.Sum(nil)[:8])
-}
-
-// ShmJobBase sanitises a job id for rendezvous file names the way the
-// runtime does, so a process manager can sweep a job's files
-// (shm.SweepJob(dir, ShmJobBase(jobID))).
-func ShmJobBase(base string) string {
-	b := []byte(base)
-	for i, c := range b {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			b[i] = '_'
-		}
-	}
-	if len(b) > 64 {
-		b = b[:64]
-	}
-	if len(b) == 0 {
-		return "job"
-	}
-	return string(b)
 }
 
 // hostOf returns a peer's published host identity (cached).

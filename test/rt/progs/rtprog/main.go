@@ -10,11 +10,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gompi/gompi/internal/shm"
 	"github.com/gompi/gompi/pmi/client"
 	mpi "github.com/gompi/gompi/runtime"
 )
@@ -55,6 +57,26 @@ func main() {
 		time.Sleep(time.Minute)
 	case "bench":
 		err = bench(c)
+	case "shmkill":
+		// Every pair connects (over shared memory on one host); then rank
+		// 0 leaves a rendezvous file as if a peer had died mid-connect, and
+		// the last rank is SIGKILLed. gompi-proxy must sweep the file.
+		if err = c.Barrier(); err == nil {
+			err = ring(c)
+		}
+		if err == nil && c.Rank() == 0 {
+			name := fmt.Sprintf("gompi-%s.deadbeefdeadbeef-0-%d", shm.JobBase(os.Getenv("GOMPI_JOBID")), c.Size()+5)
+			err = os.WriteFile(filepath.Join(os.Getenv("GOMPI_SHM_DIR"), name), nil, 0o600)
+		}
+		if err == nil {
+			err = c.Barrier()
+		}
+		if err == nil && c.Rank() == c.Size()-1 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		if err == nil {
+			time.Sleep(time.Minute) // gompiexec ends the job
+		}
 	case "stranger":
 		err = stranger(ctx, c, pc)
 	default:
@@ -69,6 +91,18 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("rank %d: ok\n", c.Rank())
+}
+
+// ring sends one byte around the ring in both directions.
+func ring(c *mpi.Comm) error {
+	r, n := c.Rank(), c.Size()
+	for d := 1; d < n; d++ {
+		in := []byte{0}
+		if _, err := mpi.Sendrecv(c, []byte{byte(r)}, (r+d)%n, 3, in, (r+n-d)%n, 3); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func all(ctx context.Context, c *mpi.Comm) error {
