@@ -5,7 +5,10 @@
 // Ranks bootstrap through PMI (pmi/client): each rank listens on TCP,
 // publishes "host:port" in the job's key-value space, and connects to a
 // peer lazily on first use. Every connection is authenticated with an
-// HMAC challenge/response over a per-job secret. See docs/transport.md.
+// HMAC challenge/response over a per-job secret. Peers on the same host
+// then move their messages through shared-memory rings (internal/shm), and
+// large ones with a single process_vm_readv copy; the TCP connection stays
+// as the control path. See docs/transport.md.
 //
 // Typed buffers ([]T for any Number T) travel as their raw bytes with no
 // encoding; SendValue/RecvValue carry any value through a Codec (gob by

@@ -18,10 +18,9 @@ import (
 
 // link is a connection to one peer. A link has one goroutine that owns
 // its writes (frames go out in send order) and one that reads its byte
-// stream with proc.readFrames, which parses and dispatches every frame. TCP
-// is the only link today; a shared-memory ring (internal/shm) can implement
-// the same interface for same-host peers and be installed as peer.ln after
-// the same authentication.
+// stream with proc.readFrames, which parses and dispatches every frame.
+// tcpLink is one; shmLink (shmlink.go) is the other, for same-host peers,
+// installed as peer.ln after the same authentication.
 type link interface {
 	// send queues f; it never blocks on the network. f.done, if set, is
 	// called once with the write's result.
