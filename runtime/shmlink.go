@@ -130,7 +130,7 @@ func (p *proc) negotiateShm(ctx context.Context, pe *peer, conn net.Conn) *shmLi
 	}()
 	l := newShmLink(p, pe)
 	ch, err := shm.Connect(cctx, p.shmJob, p.rank, pe.rank, &shm.Options{
-		Dir: p.shmDir, RingSize: p.cfg.ShmRingSize, Alive: l.alive})
+		Dir: p.shmDir, RingSize: p.cfg.ShmRingSize, Spin: p.cfg.ShmSpin, Alive: l.alive})
 	mine := byte(0)
 	if err == nil {
 		mine = 1
@@ -598,3 +598,4 @@ func (p *proc) sweepShm() {
 		}
 	}
 }
+
