@@ -598,4 +598,3 @@ func (p *proc) sweepShm() {
 		}
 	}
 }
-
