@@ -33,7 +33,6 @@ func shmWorld(t *testing.T, n int, mod func(*Config)) ([]*Comm, string) {
 	dir := t.TempDir()
 	comms, _ := world(t, n, func(c *Config) {
 		c.ShmDir = dir
-		c.NoCMA = false
 		if mod != nil {
 			mod(c)
 		}
@@ -137,8 +136,16 @@ func TestShmOneSideOff(t *testing.T) {
 	}
 }
 
-func TestShmCMASizes(t *testing.T) {
+func needCMA(t *testing.T) {
+	t.Helper()
 	needShm(t)
+	if os.Getenv("GOMPI_CMA") == "0" {
+		t.Skip("GOMPI_CMA=0")
+	}
+}
+
+func TestShmCMASizes(t *testing.T) {
+	needCMA(t)
 	comms, _ := shmWorld(t, 2, nil)
 	exchange(t, comms, thresholdSizes)
 	if comms[0].p.shm.cmaReads.Load() == 0 || comms[1].p.shm.cmaReads.Load() == 0 {
@@ -194,7 +201,7 @@ func TestShmNoCMAStreams(t *testing.T) {
 // A kernel or policy refusing process_vm_readv (EPERM) makes the pair
 // fall back to streaming, and the sender stops offering CMA.
 func TestShmCMAFallback(t *testing.T) {
-	needShm(t)
+	needCMA(t)
 	old := cmaReadFn
 	cmaReadFn = func(int, uint64, []byte) error { return unix.EPERM }
 	t.Cleanup(func() { cmaReadFn = old })
