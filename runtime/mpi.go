@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -135,9 +136,12 @@ type Config struct {
 	ShmRingSize int
 	// ShmSpin is how long a shared-memory receiver polls its ring before
 	// it sleeps on a futex (and gives up its core). Default
-	// $GOMPI_SHM_SPIN (a Go duration, e.g. "100us"), else 10 µs. Longer
-	// spins cut latency when every rank has a core of its own, and cost
-	// CPU time when ranks outnumber cores.
+	// $GOMPI_SHM_SPIN (a Go duration, e.g. "100us"); else 1 ms when the
+	// process manager says this host runs no more ranks than it has CPUs
+	// ($MPI_LOCALNRANKS, set by gompi-proxy and Hydra), so a waiting rank
+	// stays on its core like MPICH's polling (a sleeping one needs a
+	// wake-up that costs tens of µs on a busy machine); else 10 µs, so
+	// oversubscribed ranks give their cores to each other.
 	ShmSpin time.Duration
 }
 
@@ -178,6 +182,10 @@ func (c *Config) defaults() {
 	if c.ShmSpin == 0 {
 		if d, err := time.ParseDuration(os.Getenv("GOMPI_SHM_SPIN")); err == nil {
 			c.ShmSpin = d
+		} else if n, err := strconv.Atoi(os.Getenv("MPI_LOCALNRANKS")); err == nil && n > 0 && n <= runtime.NumCPU() {
+			c.ShmSpin = time.Millisecond
+		} else {
+			c.ShmSpin = 10 * time.Microsecond
 		}
 	}
 }

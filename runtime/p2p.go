@@ -250,6 +250,7 @@ func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
 		return reqDone
 	}
 	req := newRequest()
+	req.link = l
 	h.ID = p.reqID.Add(1)
 	if cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load() {
 		l.sendCMA(h, data, req)

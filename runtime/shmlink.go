@@ -184,7 +184,19 @@ type shmLink struct {
 	stopOnce sync.Once
 	timer    *time.Timer // ends the link at the shutdown deadline
 
-	// Receiver state, owned by readLoop (dst runs inside Recv).
+	// Receiving turns (see help): rx is held by whoever consumes the ring;
+	// helpers counts goroutines that want it; idleCancel ends readLoop's
+	// wait for the next message so it steps aside; resume wakes it.
+	rx         sync.Mutex
+	helpers    atomic.Int32
+	helping    atomic.Bool
+	idleMu     sync.Mutex
+	idleCancel context.CancelFunc
+	resume     chan struct{}
+
+	// Receiver state, owned by the holder of rx (dst runs inside Recv).
+	bye   bool  // BYE received
+	rxErr error // the ring failed
 	hb    [headerSize]byte
 	rh    header
 	rop   *recvOp
@@ -195,7 +207,7 @@ type shmLink struct {
 }
 
 func newShmLink(p *proc, pe *peer) *shmLink {
-	l := &shmLink{p: p, pe: pe, kick: make(chan struct{}, 1), wdone: make(chan struct{})}
+	l := &shmLink{p: p, pe: pe, kick: make(chan struct{}, 1), wdone: make(chan struct{}), resume: make(chan struct{}, 1)}
 	l.lctx, l.cancel = context.WithCancel(context.Background())
 	l.dstFn = l.dst
 	return l
@@ -372,12 +384,138 @@ func (l *shmLink) readLoop() {
 	l.mu.Unlock()
 }
 
-// readFrames is the receiving loop; see dst for where payloads go.
+// Receiving takes turns. The ring has one consumer at a time: whoever
+// holds l.rx. Normally that is readLoop's goroutine, blocked in the ring.
+// A goroutine that waits for a request involving this peer (Request.Wait)
+// instead takes the ring over (help): it registers in l.helpers, which
+// tells readLoop to step aside (its wait for the next message ends with
+// shm.ErrIdle), and then receives and dispatches frames itself until its
+// request is done. The message thus goes from the ring into the waiter's
+// buffer on the waiter's own thread, with no goroutine hand-off, which is
+// what makes small-message latency close to the ring's own. When the last
+// helper leaves, readLoop resumes, so messages still progress while no one
+// waits.
+
+// helperGrace is how long readLoop leaves the ring alone after the last
+// helper left.
+const helperGrace = 200 * time.Microsecond
+
+// readFrames is readLoop's receiving loop; see dst for where payloads go.
 func (l *shmLink) readFrames() (bye bool, err error) {
-	p, pe := l.p, l.pe
 	for {
+		if l.helpers.Load() > 0 {
+			select {
+			case <-l.resume:
+				// Let the ring rest a moment before taking it back: a
+				// goroutine in a send/receive loop is usually about to
+				// help again, and each take-back costs it a wake-up.
+				t := time.NewTimer(helperGrace)
+				select {
+				case <-t.C:
+				case <-l.lctx.Done():
+					t.Stop()
+				}
+			case <-l.lctx.Done():
+				// Take the ring once more to learn how it ended.
+			}
+			if l.helpers.Load() > 0 && l.lctx.Err() == nil {
+				continue
+			}
+		}
+		l.rx.Lock()
+		if l.bye || l.rxErr != nil {
+			bye, err = l.bye, l.rxErr
+			l.rx.Unlock()
+			return bye, err
+		}
+		idle, cancel := context.WithCancel(l.lctx)
+		l.idleMu.Lock()
+		l.idleCancel = cancel
+		l.idleMu.Unlock()
+		if l.helpers.Load() > 0 {
+			cancel() // a helper came meanwhile
+		}
+		_, err = l.recvOne(idle)
+		l.idleMu.Lock()
+		l.idleCancel = nil
+		l.idleMu.Unlock()
+		cancel()
+		bye = l.bye
+		l.rx.Unlock()
+		if bye {
+			return true, nil
+		}
+		if err != nil && err != shm.ErrIdle {
+			return false, err
+		}
+	}
+}
+
+// help receives frames on the calling goroutine until r completes (see
+// above). It gives up, leaving the rest to readLoop, when the ring fails
+// or says goodbye.
+func (l *shmLink) help(r *Request) {
+	// One helper at a time: the others wait as before, for the helper or
+	// readLoop to complete their requests.
+	if !l.helping.CompareAndSwap(false, true) {
+		return
+	}
+	defer l.helping.Store(false)
+	l.helpers.Add(1)
+	l.idleMu.Lock()
+	if l.idleCancel != nil {
+		l.idleCancel()
+	}
+	l.idleMu.Unlock()
+	l.rx.Lock()
+	idle := reqCtx{r}
+	for !l.bye && l.rxErr == nil {
+		if _, err := l.recvOne(idle); err != nil {
+			break // ErrIdle: r is done; anything else is for readLoop
+		}
+		select {
+		case <-r.done:
+		default:
+			continue
+		}
+		break
+	}
+	l.rx.Unlock()
+	if l.helpers.Add(-1) == 0 {
+		select {
+		case l.resume <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// reqCtx is a context that ends when a request completes: a helper's wait
+// for the next message ends when its own request is done by other means
+// (a peer failure, a match from elsewhere, cancellation).
+type reqCtx struct{ r *Request }
+
+func (reqCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c reqCtx) Done() <-chan struct{}     { return c.r.done }
+func (c reqCtx) Err() error {
+	select {
+	case <-c.r.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+func (reqCtx) Value(any) any { return nil }
+
+// recvOne receives and dispatches one frame. Caller holds l.rx. A ring
+// failure is recorded in l.rxErr, a BYE in l.bye.
+func (l *shmLink) recvOne(idle context.Context) (n int, err error) {
+	p, pe := l.p, l.pe
+	{
 		l.rop, l.rdata, l.rerr = nil, nil, nil
-		n, err := l.ch.RecvSplit(l.lctx, l.hb[:], l.dstFn)
+		n, err = l.ch.RecvSplitIdle(l.lctx, idle, l.hb[:], l.dstFn)
+		if err == shm.ErrIdle {
+			return 0, err
+		}
 		if l.rerr != nil {
 			err = l.rerr
 		} else if errors.Is(err, shm.ErrTruncated) && l.rop != nil {
@@ -387,7 +525,8 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 			if l.rop != nil {
 				l.rop.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
 			}
-			return false, err
+			l.rxErr = err
+			return 0, err
 		}
 		h := &l.rh
 		switch h.Type {
@@ -422,7 +561,8 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 			delete(pe.sends, h.ID)
 			pe.mu.Unlock()
 			if s == nil {
-				return false, fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
+				l.rxErr = fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
+				return 0, l.rxErr
 			}
 			if s.cma {
 				l.noCMA.Store(true)
@@ -436,14 +576,16 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 			delete(pe.sends, h.ID)
 			pe.mu.Unlock()
 			if s == nil {
-				return false, fmt.Errorf("%w: fin for unknown id %d", errFrame, h.ID)
+				l.rxErr = fmt.Errorf("%w: fin for unknown id %d", errFrame, h.ID)
+				return 0, l.rxErr
 			}
 			s.req.complete(Status{}, nil)
 			runtime.KeepAlive(s.payload) // the peer has finished reading it
 		case frameBye:
-			return true, nil
+			l.bye = true
 		}
 	}
+	return n, nil
 }
 
 // complete finishes a receive whose n-byte payload Recv just copied into

@@ -515,7 +515,7 @@ func (c *Chan) publishRx() {
 // them Recv returns ErrClosed. A Recv cancelled half-way through a message
 // leaves the stream mid-message, so it closes the channel.
 func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
-	return c.recv(ctx, nil, dst)
+	return c.recv(ctx, nil, nil, dst)
 }
 
 // RecvSplit receives one message whose first len(hdr) bytes are an
@@ -526,13 +526,23 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 // than hdr is consumed and reported as ErrCorrupt (it is not a message of
 // the caller's protocol), without closing the channel.
 func (c *Chan) RecvSplit(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+	return c.RecvSplitIdle(ctx, nil, hdr, dst)
+}
+
+// RecvSplitIdle is RecvSplit whose wait for the start of a message ends
+// when idle ends (instead of ctx; idle should end when ctx does, or the
+// caller must close the channel to stop it). It then returns ErrIdle and
+// the channel stays usable: nothing was consumed. Once a message has
+// started, only ctx counts. This lets several goroutines take turns
+// receiving: one waits, and is told to step aside when another wants to.
+func (c *Chan) RecvSplitIdle(ctx, idle context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
 	if hdr == nil {
 		hdr = []byte{} // non-nil: recv splits
 	}
-	return c.recv(ctx, hdr, dst)
+	return c.recv(ctx, idle, hdr, dst)
 }
 
-func (c *Chan) recv(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+func (c *Chan) recv(ctx, idle context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
 	c.recvMu.Lock()
 	defer c.recvMu.Unlock()
 	if c.closing.Load() {
@@ -543,7 +553,14 @@ func (c *Chan) recv(ctx context.Context, hdr []byte, dst func(n int) []byte) (in
 	}
 	r := &c.rx
 	if r.cache-r.pos < frameBytes {
-		if err := c.refreshRx(ctx, frameBytes); err != nil {
+		wctx := ctx
+		if idle != nil {
+			wctx = idle
+		}
+		if err := c.refreshRx(wctx, frameBytes); err != nil {
+			if idle != nil && idle.Err() != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerDead) {
+				return 0, ErrIdle
+			}
 			return 0, c.rxFail(err, false)
 		}
 	}

@@ -25,6 +25,11 @@ func (c *Chan) RecvSplit(ctx context.Context, hdr []byte, dst func(n int) []byte
 	return 0, ErrUnsupported
 }
 
+// RecvSplitIdle returns ErrUnsupported.
+func (c *Chan) RecvSplitIdle(ctx, idle context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+
 // RecvBytes returns ErrUnsupported.
 func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) { return nil, ErrUnsupported }
 

@@ -38,6 +38,8 @@ var (
 	ErrTruncated = errors.New("shm: message truncated")
 	// ErrTooLarge: a message exceeds MaxMessage.
 	ErrTooLarge = errors.New("shm: message too large")
+	// ErrIdle: RecvSplitIdle's idle context ended before a message started.
+	ErrIdle = errors.New("shm: idle wait ended")
 	// ErrUnsupported: shared-memory channels need Linux (futexes).
 	ErrUnsupported = errors.New("shm: shared-memory channels are only supported on Linux")
 )
