@@ -70,6 +70,9 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
 	rr := Irecv(c, recvbuf, src, recvtag)
 	sr := Isend(c, sendbuf, dest, sendtag)
+	if l := rr.shmLink(); l != nil {
+		l.help(rr, sr) // receive on this goroutine until either is done
+	}
 	select {
 	case <-rr.Done():
 	case <-sr.Done():

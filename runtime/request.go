@@ -79,7 +79,7 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 		// An uncancellable wait on a same-host peer receives on this
 		// goroutine (no hand-off from the link's reader).
 		if l := r.shmLink(); l != nil {
-			l.help(r)
+			l.help(r, nil)
 		}
 	}
 	select {

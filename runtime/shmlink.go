@@ -256,6 +256,30 @@ func (l *shmLink) sendNow(h *header, payload []byte) error {
 	return nil
 }
 
+// sendSoon writes a frame produced while receiving (CTS, FIN): straight
+// into the ring if it fits now (no hand-off to the writer, whose thread may
+// have to wait for a core), else through the writer, so a receiver never
+// blocks on a full ring.
+func (l *shmLink) sendSoon(f *outFrame) {
+	var hb [headerSize]byte
+	f.h.encode(hb[:])
+	l.mu.Lock()
+	queued := len(l.queue) > 0 || l.closed // keep order behind queued frames
+	l.mu.Unlock()
+	if !queued {
+		if ok, err := l.ch.TrySend(hb[:], f.payload); ok || err != nil {
+			if err != nil {
+				err = l.failure(err)
+			}
+			if f.done != nil {
+				f.done(err)
+			}
+			return
+		}
+	}
+	l.send(f)
+}
+
 // send queues f for the writer goroutine (link interface).
 func (l *shmLink) send(f *outFrame) {
 	l.mu.Lock()
@@ -396,9 +420,14 @@ func (l *shmLink) readLoop() {
 // helper leaves, readLoop resumes, so messages still progress while no one
 // waits.
 
+// readerSpin is readLoop's spin before it sleeps; 0 means Config.ShmSpin,
+// as for helpers. (A short one was tried: readLoop then sleeps, and the
+// futex wake-ups it needs cost more than its spinning does.)
+const readerSpin = 0
+
 // helperGrace is how long readLoop leaves the ring alone after the last
 // helper left.
-const helperGrace = 200 * time.Microsecond
+const helperGrace = 50 * time.Microsecond
 
 // readFrames is readLoop's receiving loop; see dst for where payloads go.
 func (l *shmLink) readFrames() (bye bool, err error) {
@@ -435,7 +464,7 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 		if l.helpers.Load() > 0 {
 			cancel() // a helper came meanwhile
 		}
-		_, err = l.recvOne(idle)
+		_, err = l.recvOne(idle, readerSpin)
 		l.idleMu.Lock()
 		l.idleCancel = nil
 		l.idleMu.Unlock()
@@ -454,7 +483,7 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 // help receives frames on the calling goroutine until r completes (see
 // above). It gives up, leaving the rest to readLoop, when the ring fails
 // or says goodbye.
-func (l *shmLink) help(r *Request) {
+func (l *shmLink) help(r, also *Request) {
 	// One helper at a time: the others wait as before, for the helper or
 	// readLoop to complete their requests.
 	if !l.helping.CompareAndSwap(false, true) {
@@ -467,18 +496,21 @@ func (l *shmLink) help(r *Request) {
 		l.idleCancel()
 	}
 	l.idleMu.Unlock()
-	l.rx.Lock()
-	idle := reqCtx{r}
-	for !l.bye && l.rxErr == nil {
-		if _, err := l.recvOne(idle); err != nil {
+	// readLoop notices the kick within its spin (well under a µs), so
+	// poll for the token briefly before sleeping on the mutex, which would
+	// cost a wake-up.
+	for i := 0; !l.rx.TryLock(); i++ {
+		if i == 1000 {
+			l.rx.Lock()
+			break
+		}
+		runtime.Gosched()
+	}
+	idle := reqCtx{r, also}
+	for !l.bye && l.rxErr == nil && idle.Err() == nil {
+		if _, err := l.recvOne(idle, 0); err != nil {
 			break // ErrIdle: r is done; anything else is for readLoop
 		}
-		select {
-		case <-r.done:
-		default:
-			continue
-		}
-		break
 	}
 	l.rx.Unlock()
 	if l.helpers.Add(-1) == 0 {
@@ -489,10 +521,13 @@ func (l *shmLink) help(r *Request) {
 	}
 }
 
-// reqCtx is a context that ends when a request completes: a helper's wait
-// for the next message ends when its own request is done by other means
-// (a peer failure, a match from elsewhere, cancellation).
-type reqCtx struct{ r *Request }
+// reqCtx is a context that ends when request r (or also, if set)
+// completes: a helper's wait for the next message ends when its request is
+// done by other means (a peer failure, a match from elsewhere,
+// cancellation). Done is r's alone; also is seen by Err, which the ring
+// checks while it spins and after each futex sleep (Poll), which is enough
+// for its purpose (Sendrecv noticing a failed send).
+type reqCtx struct{ r, also *Request }
 
 func (reqCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c reqCtx) Done() <-chan struct{}     { return c.r.done }
@@ -501,18 +536,25 @@ func (c reqCtx) Err() error {
 	case <-c.r.done:
 		return context.Canceled
 	default:
-		return nil
 	}
+	if c.also != nil {
+		select {
+		case <-c.also.done:
+			return context.Canceled
+		default:
+		}
+	}
+	return nil
 }
 func (reqCtx) Value(any) any { return nil }
 
 // recvOne receives and dispatches one frame. Caller holds l.rx. A ring
 // failure is recorded in l.rxErr, a BYE in l.bye.
-func (l *shmLink) recvOne(idle context.Context) (n int, err error) {
+func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err error) {
 	p, pe := l.p, l.pe
 	{
 		l.rop, l.rdata, l.rerr = nil, nil, nil
-		n, err = l.ch.RecvSplitIdle(l.lctx, idle, l.hb[:], l.dstFn)
+		n, err = l.ch.RecvSplitIdle(l.lctx, idle, spin, l.hb[:], l.dstFn)
 		if err == shm.ErrIdle {
 			return 0, err
 		}
@@ -700,7 +742,7 @@ func (p *proc) readCMA(op *recvOp, m *message, l *shmLink, onReader bool) bool {
 	p.shm.cmaReads.Add(1)
 	fin := header{Type: frameFin, Ctx: m.ctx, ID: m.id}
 	if onReader {
-		l.send(&outFrame{h: fin})
+		l.sendSoon(&outFrame{h: fin})
 	} else {
 		l.sendNow(&fin, nil) // a failure here fails the peer; the data is ours already
 	}
