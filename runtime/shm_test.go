@@ -225,6 +225,12 @@ func TestShmPeerDeathPrompt(t *testing.T) {
 	exchange(t, comms, []int{8})
 	big := Irecv(comms[0], make([]byte, 1<<20), 1, 5)
 	small := Irecv(comms[0], make([]byte, 8), 1, 6)
+	// A blocking Recv receives on the ring itself (shmLink.help).
+	blockingErr := make(chan error, 1)
+	go func() {
+		_, err := Recv(comms[0], make([]byte, 8), 1, 7)
+		blockingErr <- err
+	}()
 	time.Sleep(20 * time.Millisecond) // rank 0's receiver is asleep in the ring
 	p1 := comms[1].p
 	start := time.Now()
@@ -242,6 +248,15 @@ func TestShmPeerDeathPrompt(t *testing.T) {
 		if _, err := r.Wait(ctx); !errors.As(err, &pe) || pe.Rank != 1 {
 			t.Fatalf("recv: %v", err)
 		}
+	}
+	select {
+	case err := <-blockingErr:
+		var pe *PeerError
+		if !errors.As(err, &pe) || pe.Rank != 1 {
+			t.Fatalf("blocking recv: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("blocking recv did not return")
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("peer death noticed after %v", d)

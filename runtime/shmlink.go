@@ -181,7 +181,6 @@ type shmLink struct {
 	closed   bool
 	byeQueue bool
 	wdone    chan struct{} // closed when the writer exits
-	stopOnce sync.Once
 	timer    *time.Timer // ends the link at the shutdown deadline
 
 	// Receiving turns (see help): rx is held by whoever consumes the ring;
