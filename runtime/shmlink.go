@@ -181,7 +181,7 @@ type shmLink struct {
 	closed   bool
 	byeQueue bool
 	wdone    chan struct{} // closed when the writer exits
-	timer    *time.Timer // ends the link at the shutdown deadline
+	timer    *time.Timer   // ends the link at the shutdown deadline
 
 	// Receiving turns (see help): rx is held by whoever consumes the ring;
 	// helpers counts goroutines that want it; idleCancel ends readLoop's
