@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -418,4 +419,79 @@ func benchPingPong(b *testing.B, n int) {
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+}
+
+// FuzzShmFrames feeds arbitrary messages through a real ring to the
+// shared-memory receiver (header parsing, matching, dispatch) of a runtime
+// with a posted receive: it must never panic or hang.
+func FuzzShmFrames(f *testing.F) {
+	if runtime.GOOS != "linux" {
+		f.Skip("shared memory needs Linux")
+	}
+	msg := func(h header, extra []byte) []byte {
+		b := make([]byte, headerSize)
+		h.encode(b)
+		b = append(b, extra...)
+		return append([]byte{byte(len(b)), byte(len(b) >> 8)}, b...)
+	}
+	f.Add(msg(header{Type: frameEager, Src: 1, Tag: 5, Len: 3}, []byte("abc")))
+	f.Add(append(msg(header{Type: frameRTS, Flags: flagCMA, Src: 1, Tag: 5, Len: 40, ID: 3}, make([]byte, 16)),
+		msg(header{Type: frameData, Len: 40, ID: 3}, bytes.Repeat([]byte("z"), 40))...))
+	f.Add(append(msg(header{Type: frameRTS, Src: 1, Tag: 5, Len: 40, ID: 3}, nil),
+		msg(header{Type: frameData, Len: 40, ID: 3}, bytes.Repeat([]byte("z"), 40))...))
+	f.Add(msg(header{Type: frameFin, ID: 9}, nil))
+	f.Add(msg(header{Type: frameBye}, nil))
+	dir := f.TempDir()
+	old := cmaReadFn
+	cmaReadFn = func(int, uint64, []byte) error { return unix.EPERM } // never read a random pid
+	f.Cleanup(func() { cmaReadFn = old })
+	var job atomic.Int64
+	f.Fuzz(func(t *testing.T, data []byte) {
+		id := fmt.Sprintf("fuzz%d_%d", os.Getpid(), job.Add(1))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var a *shm.Chan
+		var errA error
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			a, errA = shm.Connect(ctx, id, 1, 0, &shm.Options{Dir: dir, RingSize: shm.MinRingSize})
+		}()
+		b, err := shm.Connect(ctx, id, 0, 1, &shm.Options{Dir: dir, RingSize: shm.MinRingSize})
+		<-done
+		if err != nil || errA != nil {
+			t.Fatal(err, errA)
+		}
+		defer b.Close()
+		defer a.Close()
+		var msgs [][]byte
+		for len(data) >= 2 {
+			n := min(int(data[0])|int(data[1])<<8, len(data)-2)
+			msgs = append(msgs, data[2:2+n])
+			data = data[2+n:]
+		}
+		go func() {
+			for _, m := range msgs {
+				if a.Send(ctx, m, nil) != nil {
+					return
+				}
+			}
+		}()
+		p := testProc(2, 64)
+		l := newShmLink(p, p.peers[1])
+		l.lctx, l.cancel = context.WithTimeout(l.lctx, 5*time.Second)
+		defer l.cancel()
+		l.ch = b
+		p.peers[1].ln = l
+		req := p.world.irecv(0, make([]byte, 16), 1, AnySource, AnyTag, false)
+		for range msgs {
+			if _, err := l.recvOne(l.lctx, 0); err != nil || l.bye {
+				break
+			}
+		}
+		req.Test()
+		for i := 0; i < 3; i++ {
+			Iprobe[byte](p.world, AnySource, AnyTag)
+		}
+	})
 }
