@@ -551,80 +551,78 @@ func (reqCtx) Value(any) any { return nil }
 // failure is recorded in l.rxErr, a BYE in l.bye.
 func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err error) {
 	p, pe := l.p, l.pe
-	{
-		l.rop, l.rdata, l.rerr = nil, nil, nil
-		n, err = l.ch.RecvSplitIdle(l.lctx, idle, spin, l.hb[:], l.dstFn)
-		if err == shm.ErrIdle {
-			return 0, err
+	l.rop, l.rdata, l.rerr = nil, nil, nil
+	n, err = l.ch.RecvSplitIdle(l.lctx, idle, spin, l.hb[:], l.dstFn)
+	if err == shm.ErrIdle {
+		return 0, err
+	}
+	if l.rerr != nil {
+		err = l.rerr
+	} else if errors.Is(err, shm.ErrTruncated) && l.rop != nil {
+		err = nil // a short user buffer: the message was consumed
+	}
+	if err != nil {
+		if l.rop != nil {
+			l.rop.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
 		}
-		if l.rerr != nil {
-			err = l.rerr
-		} else if errors.Is(err, shm.ErrTruncated) && l.rop != nil {
-			err = nil // a short user buffer: the message was consumed
+		l.rxErr = err
+		return 0, err
+	}
+	h := &l.rh
+	switch h.Type {
+	case frameEager:
+		src, tag := int(h.Src), int(h.Tag)
+		if op := l.rop; op != nil {
+			l.complete(op, src, tag, n)
+			break
 		}
-		if err != nil {
-			if l.rop != nil {
-				l.rop.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
-			}
-			l.rxErr = err
-			return 0, err
+		m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, data: l.rdata}
+		if op := p.eng.arrive(m); op != nil {
+			p.deliver(op, src, tag, m.data)
 		}
-		h := &l.rh
-		switch h.Type {
-		case frameEager:
-			src, tag := int(h.Src), int(h.Tag)
-			if op := l.rop; op != nil {
-				l.complete(op, src, tag, n)
-				break
-			}
-			m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, data: l.rdata}
-			if op := p.eng.arrive(m); op != nil {
-				p.deliver(op, src, tag, m.data)
-			}
-		case frameData:
-			l.complete(l.rop, l.rop.src, l.rop.tag, n)
-		case frameRTS:
-			m := &message{ctx: h.Ctx, src: int(h.Src), tag: int(h.Tag), srcWorld: pe.rank, rts: true,
-				length: int(h.Len), id: h.ID, pe: pe}
-			if h.Flags&flagCMA != 0 {
-				m.cma = true
-				m.pid = int(binary.LittleEndian.Uint64(l.desc[:]))
-				m.addr = binary.LittleEndian.Uint64(l.desc[8:])
-			}
-			if op := p.eng.arrive(m); op != nil {
-				p.acceptRTS(op, m, false)
-			}
-		case frameCTS:
-			// The peer streams: either it asked for it, or our CMA RTS
-			// could not be read (then stop offering CMA to this peer).
-			pe.mu.Lock()
-			s := pe.sends[h.ID]
-			delete(pe.sends, h.ID)
-			pe.mu.Unlock()
-			if s == nil {
-				l.rxErr = fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
-				return 0, l.rxErr
-			}
-			if s.cma {
-				l.noCMA.Store(true)
-			}
-			p.shm.streamRdv.Add(1)
-			l.send(&outFrame{h: header{Type: frameData, Ctx: h.Ctx, Len: uint64(len(s.payload)), ID: h.ID},
-				payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
-		case frameFin:
-			pe.mu.Lock()
-			s := pe.sends[h.ID]
-			delete(pe.sends, h.ID)
-			pe.mu.Unlock()
-			if s == nil {
-				l.rxErr = fmt.Errorf("%w: fin for unknown id %d", errFrame, h.ID)
-				return 0, l.rxErr
-			}
-			s.req.complete(Status{}, nil)
-			runtime.KeepAlive(s.payload) // the peer has finished reading it
-		case frameBye:
-			l.bye = true
+	case frameData:
+		l.complete(l.rop, l.rop.src, l.rop.tag, n)
+	case frameRTS:
+		m := &message{ctx: h.Ctx, src: int(h.Src), tag: int(h.Tag), srcWorld: pe.rank, rts: true,
+			length: int(h.Len), id: h.ID, pe: pe}
+		if h.Flags&flagCMA != 0 {
+			m.cma = true
+			m.pid = int(binary.LittleEndian.Uint64(l.desc[:]))
+			m.addr = binary.LittleEndian.Uint64(l.desc[8:])
 		}
+		if op := p.eng.arrive(m); op != nil {
+			p.acceptRTS(op, m, false)
+		}
+	case frameCTS:
+		// The peer streams: either it asked for it, or our CMA RTS
+		// could not be read (then stop offering CMA to this peer).
+		pe.mu.Lock()
+		s := pe.sends[h.ID]
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		if s == nil {
+			l.rxErr = fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
+			return 0, l.rxErr
+		}
+		if s.cma {
+			l.noCMA.Store(true)
+		}
+		p.shm.streamRdv.Add(1)
+		l.send(&outFrame{h: header{Type: frameData, Ctx: h.Ctx, Len: uint64(len(s.payload)), ID: h.ID},
+			payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
+	case frameFin:
+		pe.mu.Lock()
+		s := pe.sends[h.ID]
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		if s == nil {
+			l.rxErr = fmt.Errorf("%w: fin for unknown id %d", errFrame, h.ID)
+			return 0, l.rxErr
+		}
+		s.req.complete(Status{}, nil)
+		runtime.KeepAlive(s.payload) // the peer has finished reading it
+	case frameBye:
+		l.bye = true
 	}
 	return n, nil
 }
