@@ -27,6 +27,9 @@ type message struct {
 	length   int
 	id       uint64
 	pe       *peer
+	cma      bool   // rts: the sender offers its buffer for process_vm_readv
+	pid      int    // cma: sender's pid
+	addr     uint64 // cma: sender's buffer address
 }
 
 func (r *recvOp) matches(ctx uint32, src, tag int) bool {

@@ -3,7 +3,9 @@ package mpi
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // MemJob is an in-memory process manager for running several runtime
@@ -19,13 +21,20 @@ type MemJob struct {
 	aborted chan struct{}
 	abort   sync.Once
 	code    int
+	name    string
 }
+
+var memJobs atomic.Int64
 
 // NewMemJob returns an in-memory job of size ranks.
 func NewMemJob(size int) *MemJob {
 	return &MemJob{size: size, kvs: map[string]string{}, pending: map[string]string{},
-		round: make(chan struct{}), aborted: make(chan struct{})}
+		round: make(chan struct{}), aborted: make(chan struct{}),
+		name: fmt.Sprintf("mem%d_%d", os.Getpid(), memJobs.Add(1))}
 }
+
+// KVSName names the job (unique within the machine), like a PMI kvsname.
+func (b *memBoot) KVSName() string { return b.j.name }
 
 // Rank returns rank i's Bootstrap.
 func (j *MemJob) Rank(i int) Bootstrap { return &memBoot{j: j, rank: i} }

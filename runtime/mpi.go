@@ -5,7 +5,10 @@
 // Ranks bootstrap through PMI (pmi/client): each rank listens on TCP,
 // publishes "host:port" in the job's key-value space, and connects to a
 // peer lazily on first use. Every connection is authenticated with an
-// HMAC challenge/response over a per-job secret. See docs/transport.md.
+// HMAC challenge/response over a per-job secret. Peers on the same host
+// then move their messages through shared-memory rings (internal/shm), and
+// large ones with a single process_vm_readv copy; the TCP connection stays
+// as the control path. See docs/transport.md.
 //
 // Typed buffers ([]T for any Number T) travel as their raw bytes with no
 // encoding; SendValue/RecvValue carry any value through a Codec (gob by
@@ -30,11 +33,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/gompi/gompi/internal/shm"
 	"github.com/gompi/gompi/pmi/client"
 )
 
@@ -116,6 +121,28 @@ type Config struct {
 	// Linger is how long Finalize waits for peers to close their side.
 	// Default 2 s.
 	Linger time.Duration
+	// NoSharedMemory keeps same-host peers on TCP. Also set by
+	// GOMPI_SHM=0.
+	NoSharedMemory bool
+	// NoCMA makes same-host rendezvous stream through the shared-memory
+	// ring instead of reading the sender's memory with process_vm_readv.
+	// Also set by GOMPI_CMA=0.
+	NoCMA bool
+	// ShmDir holds the shared-memory rendezvous files. Default
+	// $GOMPI_SHM_DIR, else /dev/shm (internal/shm.DefaultDir).
+	ShmDir string
+	// ShmRingSize is the bytes of each direction's ring (a power of two).
+	// Default 1 MiB.
+	ShmRingSize int
+	// ShmSpin is how long a shared-memory receiver polls its ring before
+	// it sleeps on a futex (and gives up its core). Default
+	// $GOMPI_SHM_SPIN (a Go duration, e.g. "100us"); else 1 ms when the
+	// process manager says this host runs no more ranks than it has CPUs
+	// ($MPI_LOCALNRANKS, set by gompi-proxy and Hydra), so a waiting rank
+	// stays on its core like MPICH's polling (a sleeping one needs a
+	// wake-up that costs tens of µs on a busy machine); else 10 µs, so
+	// oversubscribed ranks give their cores to each other.
+	ShmSpin time.Duration
 }
 
 func (c *Config) defaults() {
@@ -139,6 +166,27 @@ func (c *Config) defaults() {
 	}
 	if c.Host == "" {
 		c.Host = hostAddr()
+	}
+	if os.Getenv("GOMPI_SHM") == "0" {
+		c.NoSharedMemory = true
+	}
+	if os.Getenv("GOMPI_CMA") == "0" {
+		c.NoCMA = true
+	}
+	if c.ShmDir == "" {
+		c.ShmDir = os.Getenv("GOMPI_SHM_DIR")
+	}
+	if c.ShmDir == "" {
+		c.ShmDir = shm.DefaultDir()
+	}
+	if c.ShmSpin == 0 {
+		if d, err := time.ParseDuration(os.Getenv("GOMPI_SHM_SPIN")); err == nil {
+			c.ShmSpin = d
+		} else if n, err := strconv.Atoi(os.Getenv("MPI_LOCALNRANKS")); err == nil && n > 0 && n <= runtime.NumCPU() {
+			c.ShmSpin = time.Millisecond
+		} else {
+			c.ShmSpin = 10 * time.Microsecond
+		}
 	}
 }
 
@@ -185,6 +233,14 @@ type proc struct {
 
 	addrMu sync.Mutex
 	addrs  map[int]string
+	hosts  map[int]string // peers' host identities
+
+	// Shared memory: shmJob names this job's rendezvous files ("" when
+	// shared memory is off), hostID is this process's host identity.
+	shmJob string
+	shmDir string
+	hostID string
+	shm    shmStats
 }
 
 // Init starts the runtime with the default Config and returns the world
@@ -221,7 +277,7 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 		cfg.Bootstrap = c
 	}
 	p := &proc{cfg: cfg, boot: cfg.Bootstrap, rank: cfg.Bootstrap.Rank(), size: cfg.Bootstrap.Size(),
-		closing: make(chan struct{}), addrs: map[int]string{}, nextCtx: 1}
+		closing: make(chan struct{}), addrs: map[int]string{}, hosts: map[int]string{}, nextCtx: 1}
 	if p.size < 1 || p.rank < 0 || p.rank >= p.size {
 		return nil, fmt.Errorf("mpi: init: bad rank %d of size %d", p.rank, p.size)
 	}
@@ -255,6 +311,18 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 			p.cancel()
 			return nil, fmt.Errorf("mpi: init: %w", err)
 		}
+		if !cfg.NoSharedMemory {
+			p.hostID = hostIdentity()
+		}
+		host := p.hostID
+		if host == "" {
+			host = noShmHost
+		}
+		if err := p.boot.Put(kvsHost+strconv.Itoa(p.rank), host); err != nil {
+			ln.Close()
+			p.cancel()
+			return nil, fmt.Errorf("mpi: init: %w", err)
+		}
 		if p.secret == nil && p.rank == 0 {
 			b := make([]byte, 32)
 			rand.Read(b)
@@ -279,6 +347,12 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 				ln.Close()
 				p.cancel()
 				return nil, fmt.Errorf("mpi: init: job secret: %w", err)
+			}
+		}
+		if p.hostID != "" {
+			p.shmJob, p.shmDir = shmJobID(p.boot, p.secret), cfg.ShmDir
+			if !cfg.NoCMA {
+				allowPeerRead()
 			}
 		}
 		p.wg.Add(1)
@@ -338,6 +412,7 @@ func (c *Comm) Finalize() error {
 	}
 	p.eng.failAll(ErrFinalized)
 	p.wg.Wait()
+	p.sweepShm()
 	return p.boot.Finalize()
 }
 

@@ -70,6 +70,9 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
 	rr := Irecv(c, recvbuf, src, recvtag)
 	sr := Isend(c, sendbuf, dest, sendtag)
+	if l := rr.shmLink(); l != nil {
+		l.help(rr, sr) // receive on this goroutine until either is done
+	}
 	select {
 	case <-rr.Done():
 	case <-sr.Done():
@@ -202,8 +205,11 @@ func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
 	if err != nil {
 		return doneRequest(err)
 	}
-	req := newRequest()
 	h := header{Ctx: ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data))}
+	if sl, ok := l.(*shmLink); ok {
+		return p.isendShm(sl, h, data)
+	}
+	req := newRequest()
 	if len(data) <= p.cfg.EagerLimit {
 		h.Type = frameEager
 		l.send(&outFrame{h: h, payload: data, done: func(err error) { req.complete(Status{}, err) }})
@@ -227,6 +233,48 @@ func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
 			req.complete(Status{}, err)
 		}
 	}})
+	return req
+}
+
+// reqDone is the request of every send that finished at once: it is
+// complete and carries nothing, so one can be shared.
+var reqDone = doneRequest(nil)
+
+// isendShm sends over shared memory from the calling goroutine: an eager
+// message is in the peer's ring when this returns (no allocation, no
+// goroutine hop); a long one sends its RTS the same way, so frames enter
+// the ring in send order (MPI's non-overtaking rule).
+func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
+	if len(data) <= p.cfg.EagerLimit {
+		h.Type = frameEager
+		if err := l.sendNow(&h, data); err != nil {
+			return doneRequest(err)
+		}
+		return reqDone
+	}
+	req := newRequest()
+	req.link = l
+	h.ID = p.reqID.Add(1)
+	if cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load() {
+		l.sendCMA(h, data, req)
+		return req
+	}
+	h.Type = frameRTS
+	pe := l.pe
+	pe.mu.Lock()
+	if pe.err != nil {
+		err := pe.err
+		pe.mu.Unlock()
+		return doneRequest(err)
+	}
+	pe.sends[h.ID] = &sendOp{req: req, payload: data}
+	pe.mu.Unlock()
+	if err := l.sendNow(&h, nil); err != nil {
+		pe.mu.Lock()
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		req.complete(Status{}, err)
+	}
 	return req
 }
 
@@ -269,13 +317,19 @@ func (p *proc) matched(op *recvOp, m *message) {
 		p.deliver(op, m.src, m.tag, m.data)
 		return
 	}
-	p.acceptRTS(op, m.pe, m.src, m.tag, m.length, m.id, m.ctx)
+	p.acceptRTS(op, m, true)
 }
 
-// acceptRTS answers a matched rendezvous with CTS; DATA then lands in
-// op's buffer.
-func (p *proc) acceptRTS(op *recvOp, pe *peer, src, tag, length int, id uint64, ctx uint32) {
+// acceptRTS answers a matched rendezvous: over shared memory with CMA it
+// reads the sender's buffer directly and answers FIN; otherwise it answers
+// CTS and DATA then lands in op's buffer. direct says the caller is not a
+// link's receiving goroutine, so it may write to a ring itself.
+func (p *proc) acceptRTS(op *recvOp, m *message, direct bool) {
+	pe, src, tag, id, ctx := m.pe, m.src, m.tag, m.id, m.ctx
 	op.src, op.tag = src, tag // from now on: the matched envelope
+	if sl, ok := pe.current().(*shmLink); ok && m.cma && p.readCMA(op, m, sl, !direct) {
+		return
+	}
 	pe.mu.Lock()
 	if pe.err != nil {
 		err := pe.err
@@ -339,7 +393,7 @@ func (p *proc) dispatch(pe *peer, l link, h header, r *bufio.Reader) error {
 		}
 		m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, rts: true, length: int(h.Len), id: h.ID, pe: pe}
 		if op := p.eng.arrive(m); op != nil {
-			p.acceptRTS(op, pe, src, tag, m.length, h.ID, h.Ctx)
+			p.acceptRTS(op, m, false)
 		}
 	case frameCTS:
 		pe.mu.Lock()

@@ -29,6 +29,23 @@ type Request struct {
 	data   []byte // RecvValue's message
 	op     *recvOp
 	eng    *engine
+	link   *shmLink // a rendezvous send's shared-memory link
+}
+
+// shmLink returns the shared-memory link a waiter of r may receive on
+// itself (see shmLink.help): a send's link, or a receive's from a named
+// source.
+func (r *Request) shmLink() *shmLink {
+	if r.link != nil {
+		return r.link
+	}
+	if op := r.op; op != nil && op.srcWorld >= 0 && op.comm != nil {
+		if pe := op.comm.p.peers[op.srcWorld]; pe != nil {
+			l, _ := pe.current().(*shmLink)
+			return l
+		}
+	}
+	return nil
 }
 
 func newRequest() *Request { return &Request{done: make(chan struct{})} }
@@ -57,6 +74,13 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 	case <-r.done:
 		return r.status, r.err
 	default:
+	}
+	if ctx.Done() == nil {
+		// An uncancellable wait on a same-host peer receives on this
+		// goroutine (no hand-off from the link's reader).
+		if l := r.shmLink(); l != nil {
+			l.help(r, nil)
+		}
 	}
 	select {
 	case <-r.done:

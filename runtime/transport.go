@@ -18,10 +18,9 @@ import (
 
 // link is a connection to one peer. A link has one goroutine that owns
 // its writes (frames go out in send order) and one that reads its byte
-// stream with proc.readFrames, which parses and dispatches every frame. TCP
-// is the only link today; a shared-memory ring (internal/shm) can implement
-// the same interface for same-host peers and be installed as peer.ln after
-// the same authentication.
+// stream with proc.readFrames, which parses and dispatches every frame.
+// tcpLink is one; shmLink (shmlink.go) is the other, for same-host peers,
+// installed as peer.ln after the same authentication.
 type link interface {
 	// send queues f; it never blocks on the network. f.done, if set, is
 	// called once with the write's result.
@@ -55,6 +54,7 @@ type peer struct {
 type sendOp struct {
 	req     *Request
 	payload []byte
+	cma     bool // offered for process_vm_readv (shared-memory links)
 }
 
 func newPeer(rank int) *peer {
@@ -120,14 +120,26 @@ func (p *proc) getLink(ctx context.Context, pe *peer) (link, error) {
 	}
 }
 
-// attach installs a handshaken connection as pe's link. Caller holds pe.mu.
-func (p *proc) attachLocked(pe *peer, conn net.Conn) {
+// attach installs a handshaken connection as pe's link, with sl (if not
+// nil) as the shared-memory link it controls. Caller holds pe.mu.
+func (p *proc) attachLocked(pe *peer, conn net.Conn, sl *shmLink) {
 	if p.errClosed() != nil {
 		conn.Close() // Finalize or Abort already went over the peers
+		if sl != nil {
+			sl.cancel()
+			sl.ch.Close()
+		}
 		return
 	}
 	l := newTCPLink(p, pe, conn)
 	pe.ln = l
+	if sl != nil {
+		sl.tcp, l.ctl = l, sl
+		pe.ln = sl
+		p.wg.Add(2)
+		go sl.writeLoop()
+		go sl.readLoop()
+	}
 	pe.dialing = false
 	if pe.err == nil {
 		close(pe.ready)
@@ -221,7 +233,6 @@ func (p *proc) accept(conn net.Conn) error {
 	}
 	pe := p.peers[d]
 	pe.mu.Lock()
-	defer pe.mu.Unlock()
 	status := byte(hsOK)
 	switch {
 	case pe.err != nil || p.errClosed() != nil:
@@ -231,15 +242,43 @@ func (p *proc) accept(conn net.Conn) error {
 		// lower rank's dial wins.
 		status = hsDup
 	}
+	wasDialing := pe.dialing
+	if status == hsOK {
+		// This connection is being set up (shared memory is negotiated
+		// without the lock): no local dial may start meanwhile.
+		pe.dialing = true
+	}
+	pe.mu.Unlock()
+	undo := func() {
+		pe.mu.Lock()
+		if pe.ln == nil {
+			pe.dialing = wasDialing
+		}
+		pe.mu.Unlock()
+	}
 	reply := append([]byte{status}, hsMAC(p.secret, "accept", nA, nD, d, a, status)...)
 	if _, err := conn.Write(reply); err != nil {
+		if status == hsOK {
+			undo()
+		}
 		return err
 	}
 	if status != hsOK {
 		return errors.New("duplicate")
 	}
+	sl := p.negotiateShm(p.ctx, pe, conn)
 	conn.SetDeadline(time.Time{})
-	p.attachLocked(pe, conn)
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.ln != nil || pe.err != nil {
+		pe.dialing = wasDialing && pe.ln == nil
+		if sl != nil {
+			sl.cancel()
+			sl.ch.Close()
+		}
+		return errors.New("peer failed while connecting")
+	}
+	p.attachLocked(pe, conn, sl)
 	return nil
 }
 
@@ -318,16 +357,25 @@ func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
 	default:
 		return fail(errors.New("refused by the peer"))
 	}
+	sl := p.negotiateShm(ctx, pe, conn)
 	if !stop() {
+		if sl != nil {
+			sl.cancel()
+			sl.ch.Close()
+		}
 		return fail(ctx.Err())
 	}
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	if pe.ln != nil || pe.err != nil {
 		conn.Close() // cannot happen with the tie-break; be safe
+		if sl != nil {
+			sl.cancel()
+			sl.ch.Close()
+		}
 		return false, nil
 	}
-	p.attachLocked(pe, conn)
+	p.attachLocked(pe, conn, sl)
 	return false, nil
 }
 
@@ -345,6 +393,10 @@ type tcpLink struct {
 	dead     chan struct{} // closed by close()
 	deadOnce sync.Once
 	alive    atomic.Int32 // running loops; the last one out closes conn
+	// ctl is the shared-memory link this connection controls (nil for a
+	// plain TCP link): then only BYE travels here, and losing the
+	// connection ends the shm link.
+	ctl *shmLink
 }
 
 func newTCPLink(p *proc, pe *peer, conn net.Conn) *tcpLink {
@@ -476,6 +528,18 @@ func (l *tcpLink) readLoop() {
 	defer l.loopDone()
 	bye, err := l.p.readFrames(l.pe, l, bufio.NewReaderSize(l.conn, 64<<10))
 	orderly := bye && errors.Is(err, io.EOF)
+	if l.ctl != nil {
+		// The shm link's reader decides the peer's fate; it gets a BYE
+		// through the ring after every message. A connection lost without
+		// BYE means the peer crashed or aborted: stop waiting on the ring.
+		if orderly {
+			l.shutdown(time.Now().Add(l.p.cfg.Linger))
+		} else {
+			l.ctl.controlLost(fmt.Errorf("control connection lost: %v", err))
+			l.close()
+		}
+		return
+	}
 	var cause error = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
 	if !orderly {
 		cause = &PeerError{Rank: l.pe.rank, Err: fmt.Errorf("connection lost: %v", err)}

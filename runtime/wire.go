@@ -13,7 +13,19 @@ const (
 	frameCTS   uint8 = 3 // clear to send: ID names the sender's RTS, no payload
 	frameData  uint8 = 4 // rendezvous payload: ID names the RTS, Len bytes follow
 	frameBye   uint8 = 5 // orderly close: the sender has finalized
+	frameFin   uint8 = 6 // shared memory only: the receiver copied the RTS's buffer itself (ID names the RTS)
 )
+
+// Header flags.
+const (
+	// flagCMA on an RTS (shared memory only): a 16-byte descriptor follows
+	// the header, pid u64 and address u64 of the sender's buffer, which the
+	// receiver may read with process_vm_readv and answer with FIN.
+	flagCMA uint8 = 1
+)
+
+// cmaDescSize is the size of the descriptor that follows a flagCMA RTS.
+const cmaDescSize = 16
 
 // headerSize is the fixed size of every frame header.
 const headerSize = 32
@@ -25,7 +37,7 @@ const maxFrameLen = 1 << 40
 // header is the fixed binary frame header (little endian):
 //
 //	0  type   u8
-//	1  flags  u8 (0)
+//	1  flags  u8 (0; flagCMA on an RTS over shared memory)
 //	2  resv   u16 (0)
 //	4  ctx    u32  communicator context id
 //	8  src    i32  sender's rank in that communicator
@@ -33,12 +45,13 @@ const maxFrameLen = 1 << 40
 //	16 len    u64  payload length (eager, data) or message length (rts)
 //	24 id     u64  rendezvous id (rts, cts, data)
 type header struct {
-	Type uint8
-	Ctx  uint32
-	Src  int32
-	Tag  int32
-	Len  uint64
-	ID   uint64
+	Type  uint8
+	Flags uint8
+	Ctx   uint32
+	Src   int32
+	Tag   int32
+	Len   uint64
+	ID    uint64
 }
 
 // errFrame reports a malformed frame; the link carrying it is dropped.
@@ -47,7 +60,7 @@ var errFrame = errors.New("mpi: malformed frame")
 func (h *header) encode(b []byte) {
 	_ = b[headerSize-1]
 	b[0] = h.Type
-	b[1], b[2], b[3] = 0, 0, 0
+	b[1], b[2], b[3] = h.Flags, 0, 0
 	binary.LittleEndian.PutUint32(b[4:], h.Ctx)
 	binary.LittleEndian.PutUint32(b[8:], uint32(h.Src))
 	binary.LittleEndian.PutUint32(b[12:], uint32(h.Tag))
@@ -63,7 +76,8 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 		return h, fmt.Errorf("%w: short header (%d bytes)", errFrame, len(b))
 	}
 	h.Type = b[0]
-	if b[1] != 0 || b[2] != 0 || b[3] != 0 {
+	h.Flags = b[1]
+	if (h.Flags != 0 && !(h.Type == frameRTS && h.Flags == flagCMA)) || b[2] != 0 || b[3] != 0 {
 		return h, fmt.Errorf("%w: reserved bytes set", errFrame)
 	}
 	h.Ctx = binary.LittleEndian.Uint32(b[4:])
@@ -87,7 +101,7 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 		if h.Len > maxFrameLen {
 			return h, fmt.Errorf("%w: data length %d", errFrame, h.Len)
 		}
-	case frameCTS, frameBye:
+	case frameCTS, frameBye, frameFin:
 		if h.Len != 0 {
 			return h, fmt.Errorf("%w: type %d carries no payload", errFrame, h.Type)
 		}

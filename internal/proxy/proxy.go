@@ -21,6 +21,7 @@ import (
 
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/shm"
 	"github.com/gompi/gompi/pmi"
 	"github.com/hashicorp/yamux"
 )
@@ -423,6 +424,27 @@ func (p *proxy) waitAll() {
 	for _, r := range p.ranks {
 		if r.cmd != nil {
 			r.outputWG.Wait()
+		}
+	}
+	p.sweepShm()
+}
+
+// sweepShm removes the job's shared-memory rendezvous files once every
+// local rank has exited. The runtime unlinks each file as soon as both
+// ranks mapped it, so only a rank killed while connecting leaves one.
+func (p *proxy) sweepShm() {
+	dirs := []string{shm.DefaultDir()}
+	if d := os.Getenv("GOMPI_SHM_DIR"); d != "" {
+		dirs = append(dirs, d)
+	}
+	for _, kv := range p.job.Env {
+		if d, ok := strings.CutPrefix(kv, "GOMPI_SHM_DIR="); ok && d != "" {
+			dirs = append(dirs, d)
+		}
+	}
+	for _, d := range dirs {
+		if n, err := shm.SweepJob(d, p.job.JobID); n > 0 || (err != nil && !errors.Is(err, os.ErrNotExist)) {
+			p.log.Debug("swept shared-memory files", "dir", d, "removed", n, "err", err)
 		}
 	}
 }

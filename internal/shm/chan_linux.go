@@ -84,6 +84,7 @@ type Chan struct {
 	opt  Options
 
 	closedSelf, closedPeer *atomic.Uint32
+	closeMu                sync.Mutex // serialises Close
 	peerPid                int
 	peerStart              uint64
 	checkPid               bool
@@ -346,8 +347,13 @@ func writeIdentity(mem []byte, side int) {
 // passes, or ctx ends.
 func waitCtx(ctx context.Context, w *atomic.Uint32, old uint32, d time.Duration) error {
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { futexWake(unsafe.Pointer(w)) })
-		defer stop()
+		woken := make(chan struct{}) // as in await: never wake after unmap
+		stop := context.AfterFunc(ctx, func() { futexWake(unsafe.Pointer(w)); close(woken) })
+		defer func() {
+			if !stop() {
+				<-woken
+			}
+		}()
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -369,6 +375,34 @@ func waitCtx(ctx context.Context, w *atomic.Uint32, old uint32, d time.Duration)
 func (c *Chan) Send(ctx context.Context, hdr, payload []byte) error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
+	return c.send(ctx, hdr, payload)
+}
+
+// TrySend sends the message only if all of it fits in the ring now, so it
+// never waits for the consumer; it reports whether it sent. A goroutine
+// that must not block on a full ring (one that is itself draining the
+// other direction) tries this first and hands the message to a writer
+// otherwise.
+func (c *Chan) TrySend(hdr, payload []byte) (bool, error) {
+	c.sendMu.Lock()
+	defer c.sendMu.Unlock()
+	n := uint64(len(hdr)) + uint64(len(payload))
+	need := frameBytes + n + (-n & 7)
+	r := &c.tx
+	if r.size()-(r.pos-r.cache) < need {
+		t := r.tail.Load()
+		if r.pos-t > r.size() {
+			return false, fmt.Errorf("%w: tail %d is not within a ring of head %d", ErrCorrupt, t, r.pos)
+		}
+		r.cache = t
+		if r.size()-(r.pos-t) < need {
+			return false, nil
+		}
+	}
+	return true, c.send(context.Background(), hdr, payload)
+}
+
+func (c *Chan) send(ctx context.Context, hdr, payload []byte) error {
 	if c.closing.Load() || c.closedPeer.Load() != 0 {
 		return ErrClosed
 	}
@@ -509,6 +543,39 @@ func (c *Chan) publishRx() {
 // them Recv returns ErrClosed. A Recv cancelled half-way through a message
 // leaves the stream mid-message, so it closes the channel.
 func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
+	return c.recv(ctx, nil, 0, nil, dst)
+}
+
+// RecvSplit receives one message whose first len(hdr) bytes are an
+// envelope: they are copied into hdr first, then dst is called with the
+// length of the rest (so it can look at the envelope to choose where the
+// body goes) and the body is copied into the buffer it returns, with
+// Recv's truncation rules. It returns the body length. A message shorter
+// than hdr is consumed and reported as ErrCorrupt (it is not a message of
+// the caller's protocol), without closing the channel.
+func (c *Chan) RecvSplit(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+	return c.RecvSplitIdle(ctx, nil, 0, hdr, dst)
+}
+
+// RecvSplitIdle is RecvSplit whose wait for the start of a message ends
+// when idle ends (instead of ctx; idle should end when ctx does, or the
+// caller must close the channel to stop it). It then returns ErrIdle and
+// the channel stays usable: nothing was consumed. Once a message has
+// started, only ctx counts. This lets several goroutines take turns
+// receiving: one waits, and is told to step aside when another wants to.
+//
+// spin, if not 0, replaces Options.Spin for that wait: a goroutine that
+// only stands in while others are away (the runtime's reader) spins
+// briefly, so that it does not hold a core that the goroutine it stands in
+// for may need; one waiting for its own message spins long.
+func (c *Chan) RecvSplitIdle(ctx, idle context.Context, spin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
+	if hdr == nil {
+		hdr = []byte{} // non-nil: recv splits
+	}
+	return c.recv(ctx, idle, spin, hdr, dst)
+}
+
+func (c *Chan) recv(ctx, idle context.Context, idleSpin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
 	c.recvMu.Lock()
 	defer c.recvMu.Unlock()
 	if c.closing.Load() {
@@ -519,7 +586,18 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 	}
 	r := &c.rx
 	if r.cache-r.pos < frameBytes {
-		if err := c.refreshRx(ctx, frameBytes); err != nil {
+		wctx := ctx
+		if idle != nil {
+			wctx = idle
+		}
+		spin := c.opt.Spin
+		if idle != nil && idleSpin != 0 {
+			spin = idleSpin
+		}
+		if err := c.refreshRxSpin(wctx, frameBytes, spin); err != nil {
+			if idle != nil && idle.Err() != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerDead) {
+				return 0, ErrIdle
+			}
 			return 0, c.rxFail(err, false)
 		}
 	}
@@ -535,6 +613,19 @@ func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
 	}
 	r.pos += frameBytes
 	n := int(n64)
+	if hdr != nil {
+		if n < len(hdr) {
+			if err := c.take(ctx, nil, n64+(-n64&7)); err != nil {
+				return 0, c.rxFail(err, true)
+			}
+			c.publishRx()
+			return n, fmt.Errorf("%w: %d-byte message shorter than its %d-byte envelope", ErrCorrupt, n, len(hdr))
+		}
+		if err := c.take(ctx, hdr, 0); err != nil {
+			return 0, c.rxFail(err, true)
+		}
+		n -= len(hdr)
+	}
 	var buf []byte
 	if dst != nil {
 		buf = dst(n)
@@ -602,6 +693,10 @@ func (c *Chan) rxFail(err error, midMessage bool) error {
 
 // refreshRx rereads the producer's head, waiting until k bytes are readable.
 func (c *Chan) refreshRx(ctx context.Context, k uint64) error {
+	return c.refreshRxSpin(ctx, k, c.opt.Spin)
+}
+
+func (c *Chan) refreshRxSpin(ctx context.Context, k uint64, spin time.Duration) error {
 	r := &c.rx
 	h := r.head.Load()
 	if h-r.pos < k {
@@ -609,7 +704,7 @@ func (c *Chan) refreshRx(ctx context.Context, k uint64) error {
 		// waiting for exactly that space).
 		c.publishRx()
 		var err error
-		h, err = c.await(ctx, r.head, r.consWait, r.consSeq, func(h uint64) bool {
+		h, err = c.awaitSpin(ctx, spin, r.head, r.consWait, r.consSeq, func(h uint64) bool {
 			return h-r.pos >= k
 		})
 		if err != nil {
@@ -662,8 +757,12 @@ func (c *Chan) take(ctx context.Context, dst []byte, skip uint64) error {
 // waiter reads seq before its last look at the condition, so a wake-up
 // after that look makes FUTEX_WAIT return at once.
 func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
+	return c.awaitSpin(ctx, c.opt.Spin, w, flag, seq, ok)
+}
+
+func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
 	var t0 time.Time
-	for i := 1; c.opt.Spin > 0; i++ {
+	for i := 1; spin > 0; i++ {
 		if v := w.Load(); ok(v) {
 			return v, nil
 		}
@@ -673,15 +772,23 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Ui
 			}
 			if i == 64 {
 				t0 = time.Now()
-			} else if time.Since(t0) > c.opt.Spin {
+			} else if time.Since(t0) > spin {
 				break
 			}
 			runtime.Gosched()
 		}
 	}
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { wake(seq) })
-		defer stop()
+		// The wake-up runs in its own goroutine; if it has started, wait
+		// for it, so it never touches the mapping after Close (which waits
+		// for this call) has unmapped it.
+		woken := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() { wake(seq); close(woken) })
+		defer func() {
+			if !stop() {
+				<-woken
+			}
+		}()
 	}
 	flag.Store(1)
 	defer flag.Store(0)
@@ -757,6 +864,10 @@ func (c *Chan) markClosed() {
 // (they return ErrClosed, after any fully sent messages are received), waits
 // for this side's calls in progress to return and unmaps the memory.
 func (c *Chan) Close() error {
+	// Concurrent Closes take turns: the second must not unmap while the
+	// first is still waking futex words in the mapping.
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
 	c.markClosed()
 	c.sendMu.Lock()
 	c.recvMu.Lock()

@@ -2,7 +2,10 @@
 
 package shm
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Chan is one end of a channel; on this platform none can be made.
 type Chan struct{}
@@ -15,8 +18,21 @@ func Connect(ctx context.Context, jobID string, self, peer int, opt *Options) (*
 // Send returns ErrUnsupported.
 func (c *Chan) Send(ctx context.Context, hdr, payload []byte) error { return ErrUnsupported }
 
+// TrySend returns ErrUnsupported.
+func (c *Chan) TrySend(hdr, payload []byte) (bool, error) { return false, ErrUnsupported }
+
 // Recv returns ErrUnsupported.
 func (c *Chan) Recv(ctx context.Context, dst func(n int) []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+
+// RecvSplit returns ErrUnsupported.
+func (c *Chan) RecvSplit(ctx context.Context, hdr []byte, dst func(n int) []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+
+// RecvSplitIdle returns ErrUnsupported.
+func (c *Chan) RecvSplitIdle(ctx, idle context.Context, spin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
 	return 0, ErrUnsupported
 }
 

@@ -38,6 +38,8 @@ var (
 	ErrTruncated = errors.New("shm: message truncated")
 	// ErrTooLarge: a message exceeds MaxMessage.
 	ErrTooLarge = errors.New("shm: message too large")
+	// ErrIdle: RecvSplitIdle's idle context ended before a message started.
+	ErrIdle = errors.New("shm: idle wait ended")
 	// ErrUnsupported: shared-memory channels need Linux (futexes).
 	ErrUnsupported = errors.New("shm: shared-memory channels are only supported on Linux")
 )
@@ -131,6 +133,61 @@ func Sweep(dir, jobID string) (int, error) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, name)); err == nil {
+			n++
+		} else if !errors.Is(err, os.ErrNotExist) && first == nil {
+			first = err
+		}
+	}
+	return n, first
+}
+
+// JobBase turns a process manager's job id into the base of a runtime job
+// id: characters other than [A-Za-z0-9_] become '_', at most 64 are kept,
+// and "" becomes "job". The runtime names its files
+// gompi-<JobBase(id)>.<key>-<a>-<b>, where key derives from the job secret
+// (so strangers cannot predict the names); SweepJob removes them knowing
+// only the id.
+func JobBase(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 64 {
+		b = b[:64]
+	}
+	if len(b) == 0 {
+		return "job"
+	}
+	return string(b)
+}
+
+// SweepJob removes every rendezvous file of a runtime job whose id is
+// JobBase(id) plus any secret-derived key: gompi-<base>.<key>-<a>-<b>, key
+// being letters and digits. A process manager calls it when all the job's
+// local processes have exited (dir "" means DefaultDir()).
+func SweepJob(dir, id string) (int, error) {
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	prefix := filePrefix + JobBase(id) + "."
+	n := 0
+	var first error
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		key, pair, ok := strings.Cut(rest, "-")
+		if !ok || key == "" || strings.Trim(key, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" || !isPair(pair) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
 			n++
 		} else if !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err

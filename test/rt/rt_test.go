@@ -48,10 +48,16 @@ func bin(name string) string { return filepath.Join(binDir, name) }
 // run runs a command with a deadline and returns its combined output.
 func run(t *testing.T, limit time.Duration, name string, args ...string) (string, error) {
 	t.Helper()
+	return runEnv(t, limit, nil, name, args...)
+}
+
+// runEnv is run with extra environment variables.
+func runEnv(t *testing.T, limit time.Duration, env []string, name string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = append(os.Environ(), "GOMPI_PROXY="+bin("gompi-proxy"))
+	cmd.Env = append(append(os.Environ(), "GOMPI_PROXY="+bin("gompi-proxy")), env...)
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%s %v did not finish within %s:\n%s", name, args, limit, out)
@@ -114,6 +120,41 @@ func TestGompiexecPeerLeaves(t *testing.T) {
 		}
 	}
 	wantOK(t, out, 3)
+}
+
+// Shared-memory files: none are left after a normal job (the runtime
+// unlinks them once mapped), nor after one whose rank was SIGKILLed (the
+// proxy sweeps the job's files when its ranks have exited).
+func TestGompiexecNoShmLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	env := []string{"GOMPI_SHM_DIR=" + dir}
+	out, err := runEnv(t, 2*time.Minute, env, bin("gompiexec"), "-n", "4", bin("rtprog"), "all")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	wantOK(t, out, 4)
+	leftovers := func() {
+		t.Helper()
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			t.Errorf("left in %s: %s", dir, e.Name())
+		}
+	}
+	leftovers()
+	out, err = runEnv(t, 2*time.Minute, env, bin("gompiexec"), "-n", "3", bin("rtprog"), "shmkill")
+	if err == nil || strings.Contains(out, "FAIL") {
+		t.Fatalf("want the job to fail by the kill: %v\n%s", err, out)
+	}
+	leftovers()
+}
+
+// TCP only (GOMPI_SHM=0) still passes everything.
+func TestGompiexecNoShm(t *testing.T) {
+	out, err := runEnv(t, 2*time.Minute, []string{"GOMPI_SHM=0"}, bin("gompiexec"), "-n", "4", bin("rtprog"), "all")
+	if err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	wantOK(t, out, 4)
 }
 
 func TestPiExample(t *testing.T) {

@@ -10,11 +10,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/gompi/gompi/internal/shm"
 	"github.com/gompi/gompi/pmi/client"
 	mpi "github.com/gompi/gompi/runtime"
 )
@@ -55,6 +57,28 @@ func main() {
 		time.Sleep(time.Minute)
 	case "bench":
 		err = bench(c)
+	case "pairs":
+		err = pairs(c)
+	case "shmkill":
+		// Every pair connects (over shared memory on one host); then rank
+		// 0 leaves a rendezvous file as if a peer had died mid-connect, and
+		// the last rank is SIGKILLed. gompi-proxy must sweep the file.
+		if err = c.Barrier(); err == nil {
+			err = ring(c)
+		}
+		if err == nil && c.Rank() == 0 {
+			name := fmt.Sprintf("gompi-%s.deadbeefdeadbeef-0-%d", shm.JobBase(os.Getenv("GOMPI_JOBID")), c.Size()+5)
+			err = os.WriteFile(filepath.Join(os.Getenv("GOMPI_SHM_DIR"), name), nil, 0o600)
+		}
+		if err == nil {
+			err = c.Barrier()
+		}
+		if err == nil && c.Rank() == c.Size()-1 {
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		if err == nil {
+			time.Sleep(time.Minute) // gompiexec ends the job
+		}
 	case "stranger":
 		err = stranger(ctx, c, pc)
 	default:
@@ -69,6 +93,54 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("rank %d: ok\n", c.Rank())
+}
+
+// pairs ping-pongs 8 bytes in every pair (0,1), (2,3), ... at once, to see
+// latency when ranks outnumber cores, and prints each pair's median.
+func pairs(c *mpi.Comm) error {
+	r := c.Rank()
+	peer := r ^ 1
+	if peer >= c.Size() {
+		return c.Barrier()
+	}
+	buf := make([]byte, 8)
+	var ds []time.Duration
+	for i := 0; i < 2001; i++ {
+		t0 := time.Now()
+		if r&1 == 0 {
+			if err := mpi.Send(c, buf, peer, 0); err != nil {
+				return err
+			}
+			if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
+				return err
+			}
+		} else {
+			if _, err := mpi.Recv(c, buf, peer, 0); err != nil {
+				return err
+			}
+			if err := mpi.Send(c, buf, peer, 0); err != nil {
+				return err
+			}
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	slices.Sort(ds[1:])
+	if r&1 == 0 {
+		fmt.Printf("pairs: %d-%d ping-pong 8 B: median round trip %.2f us\n", r, peer, float64(ds[1+len(ds[1:])/2].Nanoseconds())/1000)
+	}
+	return c.Barrier()
+}
+
+// ring sends one byte around the ring in both directions.
+func ring(c *mpi.Comm) error {
+	r, n := c.Rank(), c.Size()
+	for d := 1; d < n; d++ {
+		in := []byte{0}
+		if _, err := mpi.Sendrecv(c, []byte{byte(r)}, (r+d)%n, 3, in, (r+n-d)%n, 3); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func all(ctx context.Context, c *mpi.Comm) error {

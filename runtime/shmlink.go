@@ -1,0 +1,781 @@
+package mpi
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gompi/gompi/internal/shm"
+)
+
+// Same-host peers talk through a shared-memory ring pair (internal/shm)
+// instead of TCP; see docs/transport.md. The authenticated TCP connection
+// is still made first and stays open as the control and liveness path:
+// its loss marks the peer dead, and the shm channel is only used when both
+// sides confirmed over it that they mapped the same file.
+
+// kvsHost is the KVS key prefix of a rank's host identity (see hostIdentity).
+const kvsHost = "gompi-rt-host-"
+
+// noShmHost is published by a rank that does not use shared memory, so
+// that both sides of every pair reach the same decision.
+const noShmHost = "-"
+
+// shmStats counts what the shared-memory transport did, for tests and
+// debugging.
+type shmStats struct {
+	links     atomic.Int64 // shm links established
+	cmaReads  atomic.Int64 // rendezvous completed by process_vm_readv
+	cmaFalls  atomic.Int64 // CMA reads that failed and fell back to streaming
+	streamRdv atomic.Int64 // rendezvous payloads streamed through a ring
+}
+
+// hostIdentity names the shared-memory domain this process is in: same
+// boot, same host name, same mount namespace (so the same /dev/shm) and the
+// same user (the rendezvous files are 0600). Ranks with equal identities
+// try shared memory; "" means unknown (no shared memory).
+func hostIdentity() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	mnt, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return ""
+	}
+	host, _ := os.Hostname()
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", strings.TrimSpace(string(boot)), host, mnt, os.Getuid())
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// shmJobID is the job id used in rendezvous file names: $GOMPI_JOBID, else
+// the PMI kvsname, plus a suffix derived from the job secret so that a
+// stranger cannot predict (and squat) the names.
+func shmJobID(boot Bootstrap, secret []byte) string {
+	base := os.Getenv("GOMPI_JOBID")
+	if base == "" {
+		if k, ok := boot.(interface{ KVSName() string }); ok {
+			base = k.KVSName()
+		}
+	}
+	base = shm.JobBase(base)
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("gompi-shm-job"))
+	return base + "." + hex.EncodeToString(m.Sum(nil)[:8])
+}
+
+// hostOf returns a peer's published host identity (cached).
+func (p *proc) hostOf(ctx context.Context, rank int) (string, error) {
+	p.addrMu.Lock()
+	defer p.addrMu.Unlock()
+	if h, ok := p.hosts[rank]; ok {
+		return h, nil
+	}
+	h, err := p.boot.Get(ctx, kvsHost+strconv.Itoa(rank))
+	if err != nil {
+		return "", err
+	}
+	p.hosts[rank] = h
+	return h, nil
+}
+
+// shmConnectTimeout bounds setting up one shm channel; on failure the pair
+// falls back to TCP.
+const shmConnectTimeout = 10 * time.Second
+
+// negotiateShm runs, on both sides of a freshly authenticated connection,
+// the decision and setup of a shm channel. Both sides see the same two
+// host identities, so they agree on trying; both then call shm.Connect
+// (the lower rank creates the file) and exchange one status byte over the
+// authenticated connection, so they also agree on the outcome: shm is used
+// only if both mapped the file. A stranger who squatted or opened the file
+// makes one side fail, and the pair stays on TCP. It returns nil for TCP.
+func (p *proc) negotiateShm(ctx context.Context, pe *peer, conn net.Conn) *shmLink {
+	if p.shmJob == "" {
+		return nil
+	}
+	if h, err := p.hostOf(ctx, pe.rank); err != nil || h != p.hostID {
+		return nil
+	}
+	timeout := min(p.cfg.ConnectTimeout, shmConnectTimeout)
+	conn.SetDeadline(time.Now().Add(timeout + time.Second))
+	defer conn.SetDeadline(time.Time{})
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	theirs := make(chan byte, 1)
+	go func() {
+		var b [1]byte
+		if _, err := io.ReadFull(conn, b[:]); err != nil {
+			b[0] = 0xff
+		}
+		if b[0] != 1 {
+			cancel() // the peer failed: stop waiting for the file
+		}
+		theirs <- b[0]
+	}()
+	l := newShmLink(p, pe)
+	ch, err := shm.Connect(cctx, p.shmJob, p.rank, pe.rank, &shm.Options{
+		Dir: p.shmDir, RingSize: p.cfg.ShmRingSize, Spin: p.cfg.ShmSpin, Alive: l.alive})
+	mine := byte(0)
+	if err == nil {
+		mine = 1
+	}
+	_, werr := conn.Write([]byte{mine})
+	t := <-theirs
+	if mine == 1 && t == 1 && werr == nil {
+		l.ch = ch
+		p.shm.links.Add(1)
+		return l
+	}
+	if ch != nil {
+		ch.Close()
+	}
+	l.cancel()
+	return nil
+}
+
+// shmLink is a link over a shared-memory channel, with the authenticated
+// TCP connection (tcp) kept as control path.
+//
+// Writes: user goroutines write eager frames and RTS straight into the
+// ring (shm.Chan serialises concurrent Sends with its own mutex), so the
+// small-message path has no goroutine hop and no allocation. Frames that
+// the receiving goroutine produces (CTS, FIN, streamed DATA) go through a
+// queue and a writer goroutine instead, so that the receiver never blocks
+// on a full ring: if both receivers did, neither ring would drain.
+//
+// Reads: one goroutine (readLoop) blocks in Recv, parses headers, runs the
+// matching and copies payloads straight into posted buffers.
+type shmLink struct {
+	p   *proc
+	pe  *peer
+	ch  *shm.Chan
+	tcp *tcpLink
+
+	// lctx ends the link's blocking calls: cancelled by close, by the
+	// control connection's loss, or at the shutdown deadline.
+	lctx   context.Context
+	cancel context.CancelFunc
+	lost   atomic.Pointer[error] // why the control connection failed
+
+	noCMA atomic.Bool // the peer could not read our memory: stream instead
+
+	mu       sync.Mutex
+	queue    []*outFrame
+	kick     chan struct{}
+	closed   bool
+	byeQueue bool
+	wdone    chan struct{} // closed when the writer exits
+	timer    *time.Timer   // ends the link at the shutdown deadline
+
+	// Receiving turns (see help): rx is held by whoever consumes the ring;
+	// helpers counts goroutines that want it; idleCancel ends readLoop's
+	// wait for the next message so it steps aside; resume wakes it.
+	rx         sync.Mutex
+	helpers    atomic.Int32
+	helping    atomic.Bool
+	idleMu     sync.Mutex
+	idleCancel context.CancelFunc
+	resume     chan struct{}
+
+	// Receiver state, owned by the holder of rx (dst runs inside Recv).
+	bye   bool  // BYE received
+	rxErr error // the ring failed
+	hb    [headerSize]byte
+	rh    header
+	rop   *recvOp
+	rdata []byte
+	rerr  error
+	desc  [cmaDescSize]byte
+	dstFn func(int) []byte
+}
+
+func newShmLink(p *proc, pe *peer) *shmLink {
+	l := &shmLink{p: p, pe: pe, kick: make(chan struct{}, 1), wdone: make(chan struct{}), resume: make(chan struct{}, 1)}
+	l.lctx, l.cancel = context.WithCancel(context.Background())
+	l.dstFn = l.dst
+	return l
+}
+
+// alive is the shm channel's liveness check: the control connection.
+func (l *shmLink) alive() error {
+	if e := l.lost.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// controlLost is called when the TCP control connection fails: the peer
+// is gone, so wake and end every blocked call on the channel.
+func (l *shmLink) controlLost(err error) {
+	l.lost.CompareAndSwap(nil, &err)
+	l.cancel()
+	l.ch.Close()
+}
+
+func (l *shmLink) failure(err error) error {
+	if e := l.p.errClosed(); e != nil {
+		return e
+	}
+	l.pe.mu.Lock()
+	defer l.pe.mu.Unlock()
+	if l.pe.err != nil {
+		return l.pe.err
+	}
+	if e := l.lost.Load(); e != nil {
+		err = *e
+	}
+	return &PeerError{Rank: l.pe.rank, Err: fmt.Errorf("shared memory: %v", err)}
+}
+
+// sendNow writes one frame into the ring from the calling goroutine. It
+// blocks only while the ring is full (the peer's receiver drains it
+// continuously) and fails when the peer or the link is gone.
+func (l *shmLink) sendNow(h *header, payload []byte) error {
+	var hb [headerSize]byte
+	h.encode(hb[:])
+	if err := l.ch.Send(l.lctx, hb[:], payload); err != nil {
+		return l.failure(err)
+	}
+	return nil
+}
+
+// sendSoon writes a frame produced while receiving (CTS, FIN): straight
+// into the ring if it fits now (no hand-off to the writer, whose thread may
+// have to wait for a core), else through the writer, so a receiver never
+// blocks on a full ring.
+func (l *shmLink) sendSoon(f *outFrame) {
+	var hb [headerSize]byte
+	f.h.encode(hb[:])
+	l.mu.Lock()
+	queued := len(l.queue) > 0 || l.closed // keep order behind queued frames
+	l.mu.Unlock()
+	if !queued {
+		if ok, err := l.ch.TrySend(hb[:], f.payload); ok || err != nil {
+			if err != nil {
+				err = l.failure(err)
+			}
+			if f.done != nil {
+				f.done(err)
+			}
+			return
+		}
+	}
+	l.send(f)
+}
+
+// send queues f for the writer goroutine (link interface).
+func (l *shmLink) send(f *outFrame) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		if f.done != nil {
+			f.done(l.failure(shm.ErrClosed))
+		}
+		return
+	}
+	l.queue = append(l.queue, f)
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *shmLink) writeLoop() {
+	defer l.p.wg.Done()
+	defer close(l.wdone)
+	for {
+		select {
+		case <-l.kick:
+		case <-l.lctx.Done():
+			l.drain(nil, l.failure(l.lctx.Err()))
+			return
+		}
+		l.mu.Lock()
+		q := l.queue
+		l.queue = nil
+		l.mu.Unlock()
+		for i, f := range q {
+			err := l.sendNow(&f.h, f.payload)
+			if f.done != nil {
+				f.done(err)
+			}
+			if err != nil {
+				l.drain(q[i+1:], err)
+				return
+			}
+			if f.h.Type == frameBye {
+				l.drain(q[i+1:], l.failure(shm.ErrClosed))
+				return
+			}
+		}
+	}
+}
+
+func (l *shmLink) drain(q []*outFrame, err error) {
+	l.mu.Lock()
+	l.closed = true
+	q = append(q, l.queue...)
+	l.queue = nil
+	l.mu.Unlock()
+	for _, f := range q {
+		if f.done != nil {
+			f.done(err)
+		}
+	}
+}
+
+// shutdown queues BYE behind every queued frame (frames written directly
+// are already in the ring, ahead of it), says goodbye on the control
+// connection too, and ends the link at deadline.
+func (l *shmLink) shutdown(deadline time.Time) {
+	l.mu.Lock()
+	if !l.closed && !l.byeQueue {
+		l.byeQueue = true
+		l.queue = append(l.queue, &outFrame{h: header{Type: frameBye}})
+	}
+	if l.timer == nil {
+		l.timer = time.AfterFunc(time.Until(deadline), l.cancel)
+	}
+	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+	l.tcp.shutdown(deadline)
+}
+
+// close drops the link at once.
+func (l *shmLink) close() {
+	l.cancel()
+	l.ch.Close()
+	l.tcp.close()
+}
+
+// readLoop receives frames until the peer says goodbye or the channel
+// fails, then records the peer's fate: finalized (BYE) or failed.
+func (l *shmLink) readLoop() {
+	defer l.p.wg.Done()
+	bye, err := l.readFrames()
+	var cause error = &PeerError{Rank: l.pe.rank, Err: ErrPeerFinalized}
+	if !bye {
+		if e := l.lost.Load(); e != nil {
+			err = *e
+		}
+		cause = &PeerError{Rank: l.pe.rank, Err: fmt.Errorf("connection lost: %v", err)}
+	}
+	if closed := l.p.errClosed(); closed != nil {
+		cause = closed
+	}
+	l.pe.fail(cause)
+	l.p.eng.failSource(l.pe.rank, cause, bye)
+	if bye {
+		// Answer with our own BYE, and close the channel only once it is
+		// in the ring: the peer treats a close without BYE as a failure.
+		// The control connection ends on its own after its BYE (an abrupt
+		// close would look like a crash to the peer).
+		l.shutdown(time.Now().Add(l.p.cfg.Linger))
+		select {
+		case <-l.wdone:
+		case <-l.lctx.Done():
+		}
+		l.cancel()
+		l.ch.Close()
+	} else {
+		l.close()
+	}
+	l.mu.Lock()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+}
+
+// Receiving takes turns. The ring has one consumer at a time: whoever
+// holds l.rx. Normally that is readLoop's goroutine, blocked in the ring.
+// A goroutine that waits for a request involving this peer (Request.Wait)
+// instead takes the ring over (help): it registers in l.helpers, which
+// tells readLoop to step aside (its wait for the next message ends with
+// shm.ErrIdle), and then receives and dispatches frames itself until its
+// request is done. The message thus goes from the ring into the waiter's
+// buffer on the waiter's own thread, with no goroutine hand-off, which is
+// what makes small-message latency close to the ring's own. When the last
+// helper leaves, readLoop resumes, so messages still progress while no one
+// waits.
+
+// readerSpin is readLoop's spin before it sleeps; 0 means Config.ShmSpin,
+// as for helpers. (A short one was tried: readLoop then sleeps, and the
+// futex wake-ups it needs cost more than its spinning does.)
+const readerSpin = 0
+
+// helperGrace is how long readLoop leaves the ring alone after the last
+// helper left.
+const helperGrace = 50 * time.Microsecond
+
+// readFrames is readLoop's receiving loop; see dst for where payloads go.
+func (l *shmLink) readFrames() (bye bool, err error) {
+	for {
+		if l.helpers.Load() > 0 {
+			select {
+			case <-l.resume:
+				// Let the ring rest a moment before taking it back: a
+				// goroutine in a send/receive loop is usually about to
+				// help again, and each take-back costs it a wake-up.
+				t := time.NewTimer(helperGrace)
+				select {
+				case <-t.C:
+				case <-l.lctx.Done():
+					t.Stop()
+				}
+			case <-l.lctx.Done():
+				// Take the ring once more to learn how it ended.
+			}
+			if l.helpers.Load() > 0 && l.lctx.Err() == nil {
+				continue
+			}
+		}
+		l.rx.Lock()
+		if l.bye || l.rxErr != nil {
+			bye, err = l.bye, l.rxErr
+			l.rx.Unlock()
+			return bye, err
+		}
+		idle, cancel := context.WithCancel(l.lctx)
+		l.idleMu.Lock()
+		l.idleCancel = cancel
+		l.idleMu.Unlock()
+		if l.helpers.Load() > 0 {
+			cancel() // a helper came meanwhile
+		}
+		_, err = l.recvOne(idle, readerSpin)
+		l.idleMu.Lock()
+		l.idleCancel = nil
+		l.idleMu.Unlock()
+		cancel()
+		bye = l.bye
+		l.rx.Unlock()
+		if bye {
+			return true, nil
+		}
+		if err != nil && err != shm.ErrIdle {
+			return false, err
+		}
+	}
+}
+
+// help receives frames on the calling goroutine until r completes (see
+// above). It gives up, leaving the rest to readLoop, when the ring fails
+// or says goodbye.
+func (l *shmLink) help(r, also *Request) {
+	// One helper at a time: the others wait as before, for the helper or
+	// readLoop to complete their requests.
+	if !l.helping.CompareAndSwap(false, true) {
+		return
+	}
+	defer l.helping.Store(false)
+	l.helpers.Add(1)
+	l.idleMu.Lock()
+	if l.idleCancel != nil {
+		l.idleCancel()
+	}
+	l.idleMu.Unlock()
+	// readLoop notices the kick within its spin (well under a µs), so
+	// poll for the token briefly before sleeping on the mutex, which would
+	// cost a wake-up.
+	for i := 0; !l.rx.TryLock(); i++ {
+		if i == 1000 {
+			l.rx.Lock()
+			break
+		}
+		runtime.Gosched()
+	}
+	idle := reqCtx{r, also}
+	for !l.bye && l.rxErr == nil && idle.Err() == nil {
+		if _, err := l.recvOne(idle, 0); err != nil {
+			break // ErrIdle: r is done; anything else is for readLoop
+		}
+	}
+	l.rx.Unlock()
+	if l.helpers.Add(-1) == 0 {
+		select {
+		case l.resume <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// reqCtx is a context that ends when request r (or also, if set)
+// completes: a helper's wait for the next message ends when its request is
+// done by other means (a peer failure, a match from elsewhere,
+// cancellation). Done is r's alone; also is seen by Err, which the ring
+// checks while it spins and after each futex sleep (Poll), which is enough
+// for its purpose (Sendrecv noticing a failed send).
+type reqCtx struct{ r, also *Request }
+
+func (reqCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c reqCtx) Done() <-chan struct{}     { return c.r.done }
+func (c reqCtx) Err() error {
+	select {
+	case <-c.r.done:
+		return context.Canceled
+	default:
+	}
+	if c.also != nil {
+		select {
+		case <-c.also.done:
+			return context.Canceled
+		default:
+		}
+	}
+	return nil
+}
+func (reqCtx) Value(any) any { return nil }
+
+// recvOne receives and dispatches one frame. Caller holds l.rx. A ring
+// failure is recorded in l.rxErr, a BYE in l.bye.
+func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err error) {
+	p, pe := l.p, l.pe
+	l.rop, l.rdata, l.rerr = nil, nil, nil
+	n, err = l.ch.RecvSplitIdle(l.lctx, idle, spin, l.hb[:], l.dstFn)
+	if err == shm.ErrIdle {
+		return 0, err
+	}
+	if l.rerr != nil {
+		err = l.rerr
+	} else if errors.Is(err, shm.ErrTruncated) && l.rop != nil {
+		err = nil // a short user buffer: the message was consumed
+	}
+	if err != nil {
+		if l.rop != nil {
+			l.rop.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
+		}
+		l.rxErr = err
+		return 0, err
+	}
+	h := &l.rh
+	switch h.Type {
+	case frameEager:
+		src, tag := int(h.Src), int(h.Tag)
+		if op := l.rop; op != nil {
+			l.complete(op, src, tag, n)
+			break
+		}
+		m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, data: l.rdata}
+		if op := p.eng.arrive(m); op != nil {
+			p.deliver(op, src, tag, m.data)
+		}
+	case frameData:
+		l.complete(l.rop, l.rop.src, l.rop.tag, n)
+	case frameRTS:
+		m := &message{ctx: h.Ctx, src: int(h.Src), tag: int(h.Tag), srcWorld: pe.rank, rts: true,
+			length: int(h.Len), id: h.ID, pe: pe}
+		if h.Flags&flagCMA != 0 {
+			m.cma = true
+			m.pid = int(binary.LittleEndian.Uint64(l.desc[:]))
+			m.addr = binary.LittleEndian.Uint64(l.desc[8:])
+		}
+		if op := p.eng.arrive(m); op != nil {
+			p.acceptRTS(op, m, false)
+		}
+	case frameCTS:
+		// The peer streams: either it asked for it, or our CMA RTS
+		// could not be read (then stop offering CMA to this peer).
+		pe.mu.Lock()
+		s := pe.sends[h.ID]
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		if s == nil {
+			l.rxErr = fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
+			return 0, l.rxErr
+		}
+		if s.cma {
+			l.noCMA.Store(true)
+		}
+		p.shm.streamRdv.Add(1)
+		l.send(&outFrame{h: header{Type: frameData, Ctx: h.Ctx, Len: uint64(len(s.payload)), ID: h.ID},
+			payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
+	case frameFin:
+		pe.mu.Lock()
+		s := pe.sends[h.ID]
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		if s == nil {
+			l.rxErr = fmt.Errorf("%w: fin for unknown id %d", errFrame, h.ID)
+			return 0, l.rxErr
+		}
+		s.req.complete(Status{}, nil)
+		runtime.KeepAlive(s.payload) // the peer has finished reading it
+	case frameBye:
+		l.bye = true
+	}
+	return n, nil
+}
+
+// complete finishes a receive whose n-byte payload Recv just copied into
+// the buffer dst chose.
+func (l *shmLink) complete(op *recvOp, src, tag, n int) {
+	if op.alloc {
+		l.p.deliver(op, src, tag, l.rdata)
+		return
+	}
+	k := min(n, len(op.buf))
+	op.req.complete(recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
+}
+
+// dst runs inside Recv once the header is in l.hb and the payload length
+// is known: it validates the header and picks where the payload goes, the
+// posted receive's own buffer whenever there is one.
+func (l *shmLink) dst(n int) []byte {
+	h, err := decodeHeader(l.hb[:], l.p.cfg.EagerLimit)
+	if err != nil {
+		l.rerr = err
+		return nil
+	}
+	l.rh = h
+	switch h.Type {
+	case frameEager, frameData:
+		if uint64(n) != h.Len {
+			l.rerr = fmt.Errorf("%w: payload %d bytes, header says %d", errFrame, n, h.Len)
+			return nil
+		}
+		var op *recvOp
+		if h.Type == frameEager {
+			op = l.p.eng.takePosted(h.Ctx, int(h.Src), int(h.Tag))
+		} else {
+			l.pe.mu.Lock()
+			op = l.pe.rdv[h.ID]
+			delete(l.pe.rdv, h.ID)
+			l.pe.mu.Unlock()
+			if op == nil {
+				l.rerr = fmt.Errorf("%w: data for unknown id %d", errFrame, h.ID)
+				return nil
+			}
+		}
+		l.rop = op
+		if op != nil && !op.alloc {
+			return op.buf
+		}
+		l.rdata = make([]byte, n)
+		return l.rdata
+	case frameRTS:
+		want := 0
+		if h.Flags&flagCMA != 0 {
+			want = cmaDescSize
+		}
+		if n != want {
+			l.rerr = fmt.Errorf("%w: rts with %d extra bytes", errFrame, n)
+			return nil
+		}
+		return l.desc[:n]
+	default:
+		if n != 0 {
+			l.rerr = fmt.Errorf("%w: type %d carries no payload", errFrame, h.Type)
+		}
+		return nil
+	}
+}
+
+// sendCMA starts a rendezvous whose payload the receiver reads straight
+// out of this process. The request completes on FIN (or, if the receiver
+// cannot read it, after streaming on CTS), or when the peer fails; until
+// then peer.sends keeps data referenced, so its memory stays put.
+func (l *shmLink) sendCMA(h header, data []byte, req *Request) {
+	pe := l.pe
+	h.Type, h.Flags = frameRTS, flagCMA
+	pe.mu.Lock()
+	if pe.err != nil {
+		err := pe.err
+		pe.mu.Unlock()
+		req.complete(Status{}, err)
+		return
+	}
+	pe.sends[h.ID] = &sendOp{req: req, payload: data, cma: true}
+	pe.mu.Unlock()
+	var desc [cmaDescSize]byte
+	binary.LittleEndian.PutUint64(desc[:], uint64(os.Getpid()))
+	binary.LittleEndian.PutUint64(desc[8:], bufAddr(data))
+	if err := l.sendNow(&h, desc[:]); err != nil {
+		pe.mu.Lock()
+		delete(pe.sends, h.ID)
+		pe.mu.Unlock()
+		req.complete(Status{}, err)
+	}
+}
+
+// readCMA completes a matched CMA rendezvous by reading the sender's
+// buffer directly. It reports false if the read failed (no permission,
+// no such process in our pid namespace, no kernel support), in which case
+// the caller falls back to CTS and streaming.
+func (p *proc) readCMA(op *recvOp, m *message, l *shmLink, onReader bool) bool {
+	if p.cfg.NoCMA || !cmaSupported {
+		return false
+	}
+	var buf []byte
+	if op.alloc {
+		buf = make([]byte, m.length)
+	} else {
+		buf = op.buf[:min(m.length, len(op.buf))]
+	}
+	if err := cmaReadFn(m.pid, m.addr, buf); err != nil {
+		p.shm.cmaFalls.Add(1)
+		return false
+	}
+	p.shm.cmaReads.Add(1)
+	fin := header{Type: frameFin, Ctx: m.ctx, ID: m.id}
+	if onReader {
+		l.sendSoon(&outFrame{h: fin})
+	} else {
+		l.sendNow(&fin, nil) // a failure here fails the peer; the data is ours already
+	}
+	if op.alloc {
+		p.deliver(op, m.src, m.tag, buf)
+	} else {
+		op.req.complete(recvStatus(op, m.src, m.tag, len(buf)), truncErr(m.length, len(op.buf)))
+	}
+	return true
+}
+
+// cmaReadFn is cmaRead; tests replace it to simulate a kernel or policy
+// that refuses cross-memory attach.
+var cmaReadFn = cmaRead
+
+// sweepShm removes rendezvous files of this job that name this rank (left
+// by a peer that died while connecting). Other pairs may still be
+// connecting, so their files are left to them and to the process manager.
+func (p *proc) sweepShm() {
+	if p.shmJob == "" {
+		return
+	}
+	ents, err := os.ReadDir(p.shmDir)
+	if err != nil {
+		return
+	}
+	prefix := "gompi-" + p.shmJob + "-"
+	me := strconv.Itoa(p.rank)
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), prefix)
+		if !ok {
+			continue
+		}
+		a, b, ok := strings.Cut(rest, "-")
+		if ok && (a == me || b == me) {
+			os.Remove(filepath.Join(p.shmDir, e.Name()))
+		}
+	}
+}
