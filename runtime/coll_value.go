@@ -263,4 +263,3 @@ func AllreduceValue[T any](c *Comm, v T, f func(a, b T) T) (T, error) {
 	}
 	return acc, nil
 }
-
