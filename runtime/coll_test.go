@@ -662,6 +662,7 @@ func TestCollAllocs(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			in, out := make([]float64, cnt), make([]float64, cnt)
 			for i := 0; i < calls+1; i++ {
 				Allreduce(comms[1], in, out, Sum)
 			}
