@@ -37,7 +37,7 @@ var (
 	alltoallLarge = 32 << 10
 	// Ring reduce-scatter exchanges are split into segments of this many
 	// bytes so that reducing one segment overlaps receiving the next.
-	ringSegment = 1 << 20
+	ringSegment = 4 << 20
 )
 
 // Internal tags of the collectives on the collective context (tagBarrier,

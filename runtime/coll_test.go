@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 )
 
@@ -681,5 +682,86 @@ func TestCollAllocs(t *testing.T) {
 		if per > 64<<10 {
 			t.Errorf("allreduce of %d doubles allocates %d bytes per call", cnt, per)
 		}
+	}
+}
+
+// A rank sending more than root's count for it: root gets ErrTruncate.
+func TestCollGathervTruncate(t *testing.T) {
+	comms, _ := world(t, 3, nil)
+	errs := make([]error, 3)
+	each(t, comms, func(c *Comm) error {
+		send := make([]float64, 2)
+		if c.Rank() == 2 {
+			send = make([]float64, 5)
+		}
+		var recv []float64
+		if c.Rank() == 0 {
+			recv = make([]float64, 6)
+		}
+		errs[c.Rank()] = Gatherv(c, send, recv, []int{2, 2, 2}, nil, 0)
+		return nil
+	})
+	if !errors.Is(errs[0], ErrTruncate) || errs[1] != nil || errs[2] != nil {
+		t.Fatalf("errors %v", errs)
+	}
+}
+
+func benchColl(b *testing.B, n int, f func(c *Comm) error) {
+	t := &testing.T{}
+	comms, _ := world(t, n, nil)
+	defer func() {
+		for _, c := range comms {
+			c.Finalize()
+		}
+	}()
+	for _, c := range comms[1:] {
+		go func(c *Comm) {
+			for i := 0; i < b.N+1; i++ {
+				if err := f(c); err != nil {
+					panic(err)
+				}
+			}
+		}(c)
+	}
+	if err := f(comms[0]); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := f(comms[0]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// In-process (loopback TCP) timings, e.g.
+// go test -run ^$ -bench Coll -benchtime 20x ./runtime/
+func BenchmarkCollAllreduce(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		for _, cnt := range []int{1, 1 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("%dranks/%dB", n, 8*cnt), func(b *testing.B) {
+				bufs := map[*Comm][2][]float64{}
+				var mu sync.Mutex
+				benchColl(b, n, func(c *Comm) error {
+					mu.Lock()
+					bb, ok := bufs[c]
+					if !ok {
+						bb = [2][]float64{make([]float64, cnt), make([]float64, cnt)}
+						bufs[c] = bb
+					}
+					mu.Unlock()
+					return Allreduce(c, bb[0], bb[1], Sum)
+				})
+				b.SetBytes(int64(8 * cnt))
+			})
+		}
+	}
+}
+
+func BenchmarkCollBarrier(b *testing.B) {
+	for _, n := range []int{2, 4} {
+		b.Run(fmt.Sprintf("%dranks", n), func(b *testing.B) {
+			benchColl(b, n, (*Comm).Barrier)
+		})
 	}
 }
