@@ -451,6 +451,19 @@ func (l *tcpLink) writeLoop() {
 			}
 		}
 		if werr != nil {
+			// Frames queued while this batch was written would never
+			// complete: fail them, and refuse later ones (send checks
+			// closed).
+			l.mu.Lock()
+			l.closed = true
+			rest := l.queue
+			l.queue = nil
+			l.mu.Unlock()
+			for _, r := range rest {
+				if r.done != nil {
+					r.done(werr)
+				}
+			}
 			return
 		}
 	}
