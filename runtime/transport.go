@@ -417,7 +417,7 @@ func (l *tcpLink) writeLoop() {
 			l.closed = true
 		}
 		l.mu.Unlock()
-		for _, f := range q {
+		for i, f := range q {
 			if werr == nil {
 				f.h.encode(hb[:])
 				bufs := net.Buffers{hb[:]}
@@ -436,15 +436,17 @@ func (l *tcpLink) writeLoop() {
 			if werr == nil && f.h.Type == frameBye {
 				l.mu.Lock()
 				l.closed = true
-				rest := l.queue
+				// frames after BYE in this batch, and any queued since
+				rest := append(q[i+1:], l.queue...)
 				l.queue = nil
 				l.mu.Unlock()
 				if tc, ok := l.conn.(*net.TCPConn); ok {
 					tc.CloseWrite()
 				}
+				ferr := l.failure()
 				for _, r := range rest {
 					if r.done != nil {
-						r.done(ErrFinalized)
+						r.done(ferr)
 					}
 				}
 				return
