@@ -15,6 +15,7 @@ type Comm struct {
 	rank  int
 	group []int       // communicator rank -> world rank
 	index map[int]int // world rank -> communicator rank (nil for world)
+	coll  collState   // scratch space of the collectives (coll.go)
 }
 
 // Rank is this process's rank in c.

@@ -1,0 +1,108 @@
+package mpi
+
+import "fmt"
+
+// Prefix reductions and reduce-scatter.
+
+// Scan sets rank r's recvbuf to sendbuf(0) ∘ ... ∘ sendbuf(r) element-wise
+// (inclusive prefix; len(recvbuf) >= len(sendbuf); sendbuf may be recvbuf).
+// Recursive doubling: log2(n) exchanges of the partial reduction, in rank
+// order (valid for non-commutative ops).
+func Scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	return scan(c, sendbuf, recvbuf, op, false)
+}
+
+// Exscan sets rank r's recvbuf to sendbuf(0) ∘ ... ∘ sendbuf(r-1)
+// (exclusive prefix). Rank 0's recvbuf is left unchanged. Same algorithm
+// as Scan.
+func Exscan[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	return scan(c, sendbuf, recvbuf, op, true)
+}
+
+func scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op, exclusive bool) error {
+	if err := checkOp[T](op); err != nil {
+		return err
+	}
+	cnt := len(sendbuf)
+	if len(recvbuf) < cnt {
+		return fmt.Errorf("%w: receive buffer of %d for %d elements", ErrArg, len(recvbuf), cnt)
+	}
+	recvbuf = recvbuf[:cnt]
+	n, r := len(c.group), c.rank
+	// partial: the reduction of the ranks in my current (doubling) group;
+	// recvbuf: the reduction of the ranks below me seen so far (plus me
+	// for Scan).
+	partial := scratch[T](c, 0, cnt)
+	tmp := scratch[T](c, 1, cnt)
+	copy(partial, sendbuf)
+	if !exclusive && !sameSlice(sendbuf, recvbuf) {
+		copy(recvbuf, sendbuf)
+	}
+	tag := tagScan
+	if exclusive {
+		tag = tagExscan
+	}
+	have := false // Exscan: recvbuf holds something
+	for mask := 1; mask < n; mask <<= 1 {
+		p := r ^ mask
+		if p >= n {
+			continue
+		}
+		if err := c.csendrecv(asBytes(partial), p, asBytes(tmp), p, tag); err != nil {
+			return err
+		}
+		if p < r {
+			// tmp comes from below: prepend it to both.
+			switch {
+			case !exclusive:
+				combine(op, tmp, recvbuf)
+			case !have:
+				copy(recvbuf, tmp)
+				have = true
+			default:
+				combine(op, tmp, recvbuf)
+			}
+			combine(op, tmp, partial)
+		} else {
+			accumulate(op, partial, tmp)
+		}
+	}
+	return nil
+}
+
+// ReduceScatterBlock reduces sendbuf (Size()*k elements on every rank)
+// element-wise with op and leaves block r (elements [r*k, (r+1)*k)) of the
+// result in rank r's recvbuf (len >= k). Commutative ops use the ring
+// reduce-scatter; others Reduce to rank 0 and Scatter.
+func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	if err := checkOp[T](op); err != nil {
+		return err
+	}
+	n := len(c.group)
+	if len(sendbuf)%n != 0 {
+		return fmt.Errorf("%w: reduce-scatter: send buffer of %d not a multiple of %d ranks", ErrArg, len(sendbuf), n)
+	}
+	k := len(sendbuf) / n
+	if len(recvbuf) < k {
+		return fmt.Errorf("%w: reduce-scatter: receive buffer of %d for %d", ErrArg, len(recvbuf), k)
+	}
+	if !op.d.commute {
+		var all []T
+		if c.rank == 0 {
+			all = make([]T, len(sendbuf))
+		}
+		if err := reduceBinomial(c, sendbuf, all, op, 0); err != nil {
+			return err
+		}
+		return Scatter(c, all, recvbuf[:k], 0)
+	}
+	acc := scratch[T](c, 0, len(sendbuf))
+	copy(acc, sendbuf)
+	if n > 1 {
+		if err := ringReduceScatter(c, acc, blocks{n * k, k}, op, tagRedScat); err != nil {
+			return err
+		}
+	}
+	copy(recvbuf, acc[c.rank*k:(c.rank+1)*k])
+	return nil
+}
