@@ -5,13 +5,16 @@
  *   bw        streaming bandwidth 0 -> 1, windows of 64 nonblocking sends, GB/s
  *   allreduce time per MPI_Allreduce of doubles (sum), us (max over ranks)
  *   barrier   time per MPI_Barrier, us
- * Output lines: "<bench> <bytes> <value>". Usage: osu BENCH [MAXBYTES]. */
+ * Output lines: "<bench> <bytes> <value>". Usage: osu BENCH [MAXBYTES [ITERS]];
+ * ITERS replaces the iteration count of every size (gompi-bench -iters), with
+ * the warm-up scaled the same way (barrier: ITERS/20). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int iters(size_t n, int small, int large) { return n <= 8192 ? small : large; }
+static int force;  /* ITERS, 0: the counts below */
+static int iters(size_t n, int small, int large) { return force ? force : n <= 8192 ? small : large; }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -20,6 +23,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *bench = argc > 1 ? argv[1] : "latency";
   size_t max = argc > 2 ? (size_t)atol(argv[2]) : (8u << 20);
+  force = argc > 3 ? atoi(argv[3]) : 0;
   char *a = malloc(max ? max : 1), *b = malloc(max ? max : 1);
   memset(a, 1, max);
   memset(b, 0, max);
@@ -60,7 +64,7 @@ int main(int argc, char **argv) {
           MPI_Send(a, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
         }
       }
-      if (rank == 0) printf("bw %zu %.3f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
+      if (rank == 0) printf("bw %zu %.4f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
     }
   } else if (!strcmp(bench, "allreduce")) {
     for (size_t n = 8; n <= max; n *= 2) {
@@ -76,7 +80,7 @@ int main(int argc, char **argv) {
       if (rank == 0) printf("allreduce %zu %.3f\n", n, worst);
     }
   } else if (!strcmp(bench, "barrier")) {
-    int it = 20000, warm = 1000;
+    int it = force ? force : 20000, warm = force ? force / 20 : 1000;
     double t0 = 0;
     for (int i = 0; i < it + warm; i++) {
       if (i == warm) t0 = MPI_Wtime();
