@@ -11,6 +11,8 @@
 //
 //	latency    one-way ping-pong time between ranks 0 and 1, µs (other ranks
 //	           wait in the barrier that starts each size)
+//	pairs      the same between ranks 2k and 2k+1, all pairs at once, µs (max
+//	           over ranks; the oversubscribed case: 4 ranks on 2 cores)
 //	bw         streaming bandwidth 0 -> 1, windows of 64 nonblocking sends
 //	           answered by a 1-byte acknowledgement, GB/s (1e9 bytes/s)
 //	allreduce  time per Allreduce of float64s (sum), µs, max over ranks
@@ -67,7 +69,7 @@ func main() {
 	maxBytes := flag.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)")
 	iters := flag.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|bw|allreduce|barrier [MAXBYTES [ITERS]]\n")
+		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -92,12 +94,13 @@ func main() {
 	}
 	run := map[string]func(*bench) error{
 		"latency":   (*bench).latency,
+		"pairs":     (*bench).pairs,
 		"bw":        (*bench).bw,
 		"allreduce": (*bench).allreduce,
 		"barrier":   (*bench).barrier,
 	}[name]
 	if run == nil {
-		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, bw, allreduce, barrier)\n", name)
+		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, allreduce, barrier)\n", name)
 		os.Exit(2)
 	}
 
@@ -106,7 +109,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gompi-bench:", err)
 		os.Exit(1)
 	}
-	if (name == "latency" || name == "bw") && c.Size() < 2 {
+	if (name == "latency" || name == "pairs" || name == "bw") && c.Size() < 2 {
 		fmt.Fprintf(os.Stderr, "gompi-bench: %s needs at least 2 ranks\n", name)
 		c.Finalize()
 		os.Exit(2)
@@ -178,6 +181,51 @@ func (b *bench) latency() error {
 			}
 		}
 		b.emit("latency", n, float64(time.Since(t0).Nanoseconds())/1e3/(2*float64(it)))
+	}
+	return nil
+}
+
+func (b *bench) pairs() error {
+	c, r := b.c, b.c.Rank()
+	peer := r ^ 1
+	active := peer < c.Size()
+	worst := make([]float64, 1)
+	for n := 1; n <= b.max; n *= 2 {
+		it := b.count(n, 10000, 200)
+		warm := it / 10
+		var t0 time.Time
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		a, bb := b.a[:n], b.b[:n]
+		for i := 0; i < it+warm && active; i++ {
+			if i == warm {
+				t0 = time.Now()
+			}
+			if r%2 == 0 {
+				if err := mpi.Send(c, a, peer, 1); err != nil {
+					return err
+				}
+				if _, err := mpi.Recv(c, bb, peer, 1); err != nil {
+					return err
+				}
+			} else {
+				if _, err := mpi.Recv(c, bb, peer, 1); err != nil {
+					return err
+				}
+				if err := mpi.Send(c, a, peer, 1); err != nil {
+					return err
+				}
+			}
+		}
+		dt := []float64{0}
+		if active {
+			dt[0] = float64(time.Since(t0).Nanoseconds()) / 1e3 / (2 * float64(it))
+		}
+		if err := mpi.Reduce(c, dt, worst, mpi.Max, 0); err != nil {
+			return err
+		}
+		b.emit("pairs", n, worst[0])
 	}
 	return nil
 }
@@ -283,7 +331,7 @@ func (b *bench) barrier() error {
 }
 
 func printTable(name string, ranks int, rs []result) {
-	unit := map[string]string{"latency": "one-way latency (µs)", "bw": "bandwidth (GB/s)",
+	unit := map[string]string{"latency": "one-way latency (µs)", "pairs": "one-way latency, max over pairs (µs)", "bw": "bandwidth (GB/s)",
 		"allreduce": "allreduce of float64 (µs, max over ranks)", "barrier": "barrier (µs)"}[name]
 	fmt.Printf("# gompi-bench %s, %d ranks\n", name, ranks)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

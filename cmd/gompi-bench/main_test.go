@@ -46,6 +46,7 @@ func TestUnderGompiexec(t *testing.T) {
 		sizes []int
 	}{
 		{"latency", sizes(1, 1024)},
+		{"pairs", sizes(1, 1024)},
 		{"bw", sizes(1, 1024)},
 		{"allreduce", sizes(8, 1024)},
 		{"barrier", []int{0}},

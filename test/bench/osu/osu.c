@@ -1,7 +1,10 @@
 /* OSU-style micro-benchmarks for MPICH, the reference gompi-bench is
  * measured against in the same run (make bench). Same sizes, iteration
  * counts and output format as cmd/gompi-bench:
- *   latency   one-way ping-pong time between ranks 0 and 1, us
+ *   latency   one-way ping-pong time between ranks 0 and 1, us (other ranks wait
+ *             in the barrier that starts the next size)
+ *   pairs     the same between ranks 2k and 2k+1, all pairs at once, us (max
+ *             over ranks; the oversubscribed case: 4 ranks on 2 cores)
  *   bw        streaming bandwidth 0 -> 1, windows of 64 nonblocking sends, GB/s
  *   allreduce time per MPI_Allreduce of doubles (sum), us (max over ranks)
  *   barrier   time per MPI_Barrier, us
@@ -43,6 +46,26 @@ int main(int argc, char **argv) {
         }
       }
       if (rank == 0) printf("latency %zu %.3f\n", n, (MPI_Wtime() - t0) * 1e6 / (2.0 * it));
+    }
+  } else if (!strcmp(bench, "pairs")) {
+    int peer = rank ^ 1, active = peer < size;
+    for (size_t n = 1; n <= max; n *= 2) {
+      int it = iters(n, 10000, 200), warm = it / 10;
+      double t0 = 0, dt, worst;
+      MPI_Barrier(MPI_COMM_WORLD);
+      for (int i = 0; i < it + warm && active; i++) {
+        if (i == warm) t0 = MPI_Wtime();
+        if (rank % 2 == 0) {
+          MPI_Send(a, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+          MPI_Recv(b, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+          MPI_Recv(b, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          MPI_Send(a, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+        }
+      }
+      dt = active ? (MPI_Wtime() - t0) * 1e6 / (2.0 * it) : 0;
+      MPI_Reduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0) printf("pairs %zu %.3f\n", n, worst);
     }
   } else if (!strcmp(bench, "bw")) {
     enum { W = 64 };
@@ -88,7 +111,7 @@ int main(int argc, char **argv) {
     }
     if (rank == 0) printf("barrier 0 %.3f\n", (MPI_Wtime() - t0) * 1e6 / it);
   } else {
-    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, bw, allreduce, barrier)\n", bench);
+    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, allreduce, barrier)\n", bench);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   free(a);
