@@ -31,7 +31,7 @@ func main() {
 	osuReps := flag.Int("osu-reps", 5, "with -osu: rounds per benchmark (median reported)")
 	osuMax := flag.Int("osu-max", 0, "with -osu: largest message size (0: 8 MiB, as osu.c)")
 	osuIters := flag.Int("osu-iters", 0, "with -osu: iterations per size (0: osu.c's counts)")
-	osuNP4 := flag.Int("osu-np4-iters", 200, "with -osu: iterations per size of the 4-rank pairs ping-pong (oversubscribed on 2 cores)")
+	osuNP4 := flag.Int("osu-np4-iters", 200, "with -osu: iterations per size of the 4-rank pairs ping-pong and barrier (oversubscribed on 2 cores)")
 	osuSVG := flag.String("osu-svg", "bench-out/osu.svg", "with -osu: plot of latency and bandwidth (SVG; a PNG is written next to it; empty: none)")
 	osuBin := flag.String("gompi-bench", "", "with -osu: gompi-bench binary (default: built from ./cmd/gompi-bench)")
 	osuTimeout := flag.Duration("osu-timeout", 10*time.Minute, "with -osu: limit for one benchmark run")

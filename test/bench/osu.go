@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,6 +112,9 @@ func benchOSU(cfg osuConfig, dir string) error {
 	}
 
 	fmt.Printf("OSU-style comparison, %s, %d CPUs, load average %s\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), runtime.NumCPU(), loadavg())
+	if d, err := tcpFloor(); err == nil {
+		fmt.Printf("machine floor: 8-byte ping-pong over loopback TCP between two goroutines, one way: %.1f µs (median)\n", float64(d.Nanoseconds())/1e3)
+	}
 	fmt.Printf("medians of %d rounds, the three runs of a round interleaved; ratio = gompi runtime / MPICH (hydra)\n\n", cfg.reps)
 	res := osuResults{}
 	benches := []string{"latency", "bw", "allreduce", "barrier"}
@@ -124,24 +129,31 @@ func benchOSU(cfg osuConfig, dir string) error {
 			}
 		}
 	}
-	// Oversubscribed: 4 ranks on this host's (2) cores, ranks 0-1 and 2-3
-	// ping-ponging at once (osu pairs, 8 B and below), for every
-	// implementation alike. (With osu latency instead, ranks 2 and 3 sit in
-	// a barrier and MPICH's pair often finishes within one scheduler slice.)
-	np4 := []string{"8", strconv.Itoa(cfg.np4Iters)}
-	for rep := 0; rep < cfg.reps; rep++ {
-		for k := range impls {
-			im := impls[(k+rep)%len(impls)]
-			if err := runOSU(res, im, im.key+"4", im.cmd(4, "pairs", np4), cfg.timeout); err != nil {
-				var te *timeoutError
-				if !errors.As(err, &te) {
-					return err
+	// Oversubscribed: 4 ranks on this host's (2) cores, for every
+	// implementation alike: ranks 0-1 and 2-3 ping-ponging at once (osu
+	// pairs, 8 B and below, timed from the first rank's start to the last
+	// rank's end), and the barrier. (With osu latency instead, ranks 2 and 3
+	// sit in a barrier and MPICH's pair often finishes within one scheduler
+	// slice, or not at all until the next.)
+	np4 := map[string][]string{
+		"pairs":   {"8", strconv.Itoa(cfg.np4Iters)},
+		"barrier": {"0", strconv.Itoa(cfg.np4Iters)},
+	}
+	for _, b := range []string{"pairs", "barrier"} {
+		for rep := 0; rep < cfg.reps; rep++ {
+			for k := range impls {
+				im := impls[(k+rep)%len(impls)]
+				if err := runOSU(res, im, im.key+"4", im.cmd(4, b, np4[b]), cfg.timeout); err != nil {
+					var te *timeoutError
+					if !errors.As(err, &te) {
+						return err
+					}
+					fmt.Printf("  %s -n 4 %s: %v (counted as missing)\n", im.label, b, err)
 				}
-				fmt.Printf("  %s -n 4: %v (counted as missing)\n", im.label, err)
 			}
 		}
 	}
-	fmt.Printf("(%d runs in %s; load average now %s)\n\n", (len(benches)+1)*cfg.reps*len(impls), time.Since(start).Round(time.Second), loadavg())
+	fmt.Printf("(%d runs in %s; load average now %s)\n\n", (len(benches)+2)*cfg.reps*len(impls), time.Since(start).Round(time.Second), loadavg())
 
 	printOSU(res, impls)
 	checkGoals(res)
@@ -149,8 +161,84 @@ func benchOSU(cfg osuConfig, dir string) error {
 		if err := plotOSU(res, impls, cfg.svg); err != nil {
 			return fmt.Errorf("plot: %w", err)
 		}
+		csv := strings.TrimSuffix(cfg.svg, filepath.Ext(cfg.svg)) + ".csv"
+		if err := writeCSV(res, impls, csv); err != nil {
+			return err
+		}
+		fmt.Printf("medians: %s\n", csv)
 	}
 	return nil
+}
+
+// writeCSV writes every median: impl,ranks,bench,bytes,median,rounds.
+func writeCSV(res osuResults, impls []impl, path string) error {
+	var b strings.Builder
+	b.WriteString("impl,ranks,bench,bytes,median,rounds\n")
+	for _, im := range impls {
+		for _, suffix := range []string{"", "4"} {
+			ranks := 2
+			if suffix == "4" {
+				ranks = 4
+			}
+			for _, bench := range []string{"latency", "pairs", "bw", "allreduce", "barrier"} {
+				for _, n := range res.sizes(im.key+suffix, bench) {
+					v, _ := res.med(im.key+suffix, bench, n)
+					fmt.Fprintf(&b, "%s,%d,%s,%d,%g,%d\n", im.key, ranks, bench, n, v, len(res[im.key+suffix][bench][n]))
+				}
+			}
+		}
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// tcpFloor is the machine's own limit for the runtime's TCP transport: the
+// one-way time of an 8-byte ping-pong over loopback TCP between two
+// goroutines of this process (median of 5 runs of 2000 round trips).
+func tcpFloor() (time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	const it = 2000
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 8)
+		for {
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return
+			}
+			if _, err := c.Write(buf); err != nil {
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	buf := make([]byte, 8)
+	var ds []time.Duration
+	for rep := 0; rep < 6; rep++ {
+		t0 := time.Now()
+		for i := 0; i < it; i++ {
+			if _, err := c.Write(buf); err != nil {
+				return 0, err
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				return 0, err
+			}
+		}
+		if rep > 0 {
+			ds = append(ds, time.Since(t0)/(2*it))
+		}
+	}
+	return median(ds), nil
 }
 
 type timeoutError struct{ limit time.Duration }
@@ -201,14 +289,15 @@ var benchTitle = map[string]string{
 	"bw":        "bandwidth, 2 ranks, windows of 64 (GB/s, higher is better)",
 	"allreduce": "allreduce of float64 sum, 2 ranks (µs, max over ranks, lower is better)",
 	"barrier":   "barrier, 2 ranks (µs, lower is better)",
-	"pairs4":    "one-way latency, 4 ranks on this host, pairs 0-1 and 2-3 at once (µs, max over ranks)",
+	"pairs4":    "one-way latency, 4 ranks on 2 cores, pairs 0-1 and 2-3 at once (µs, first start to last end)",
+	"barrier4":  "barrier, 4 ranks on 2 cores (µs)",
 }
 
 func printOSU(res osuResults, impls []impl) {
-	for _, b := range []string{"latency", "bw", "allreduce", "barrier", "pairs4"} {
+	for _, b := range []string{"latency", "bw", "allreduce", "barrier", "pairs4", "barrier4"} {
 		bench, suffix := b, ""
-		if b == "pairs4" {
-			bench, suffix = "pairs", "4"
+		if strings.HasSuffix(b, "4") {
+			bench, suffix = strings.TrimSuffix(b, "4"), "4"
 		}
 		fmt.Printf("%s\n", benchTitle[b])
 		fmt.Printf("%10s", "bytes")
