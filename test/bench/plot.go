@@ -25,8 +25,9 @@ var implStyle = map[string]struct {
 	"mpichg": {color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, []vg.Length{vg.Points(4), vg.Points(3)}},
 }
 
-// plotOSU writes latency and bandwidth against message size, log-log, for
-// every implementation, side by side: an SVG at path and a PNG next to it.
+// plotOSU writes latency, bandwidth and allreduce time against message
+// size, log-log, for every implementation, side by side: an SVG at path and
+// a PNG next to it.
 func plotOSU(res osuResults, impls []impl, path string) error {
 	panel := func(bench, title, ylabel string) (*plot.Plot, error) {
 		p := plot.New()
@@ -34,9 +35,11 @@ func plotOSU(res osuResults, impls []impl, path string) error {
 		p.X.Label.Text = "message size (bytes)"
 		p.Y.Label.Text = ylabel
 		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-		p.X.Tick.Marker, p.Y.Tick.Marker = plot.LogTicks{Prec: -1}, plot.LogTicks{Prec: -1}
-		p.Legend.Top = true
-		p.Legend.Left = true
+		p.X.Tick.Marker, p.Y.Tick.Marker = byteTicks{}, plot.LogTicks{Prec: -1}
+		// Bottom right is empty in all three: small values for large messages
+		// never happen.
+		p.Legend.Top, p.Legend.Left = false, false
+		p.Legend.XOffs, p.Legend.YOffs = -vg.Points(4), vg.Points(4)
 		p.Add(plotter.NewGrid())
 		for _, im := range impls {
 			var xy plotter.XYs
@@ -68,14 +71,20 @@ func plotOSU(res osuResults, impls []impl, path string) error {
 	if err != nil {
 		return err
 	}
+	ar, err := panel("allreduce", "allreduce of float64 sum, 2 ranks", "µs")
+	if err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	w, h := 11*vg.Inch, 4.5*vg.Inch
+	ps := []*plot.Plot{lat, bw, ar}
+	w, h := 15*vg.Inch, 4.5*vg.Inch
 	draw2 := func(c draw.Canvas) {
-		cs := plot.Align([][]*plot.Plot{{lat, bw}}, draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(12), PadY: vg.Points(6)}, c)
-		lat.Draw(cs[0][0])
-		bw.Draw(cs[0][1])
+		cs := plot.Align([][]*plot.Plot{ps}, draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Points(14), PadY: vg.Points(6)}, c)
+		for i, p := range ps {
+			p.Draw(cs[0][i])
+		}
 	}
 	svg := vgsvg.New(w, h)
 	draw2(draw.New(svg))
@@ -102,4 +111,34 @@ func writeTo(path string, c io.WriterTo) error {
 		return err
 	}
 	return f.Close()
+}
+
+// byteTicks marks powers of 4 as 1, 4, ..., 256, 1K, ..., 1M, 4M and every
+// other power of 2 with an unlabelled tick.
+type byteTicks struct{}
+
+func (byteTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ts []plot.Tick
+	for k := 0; k < 64; k++ {
+		v := float64(uint64(1) << k)
+		if v < lo {
+			continue
+		}
+		if v > hi {
+			break
+		}
+		t := plot.Tick{Value: v}
+		if k%2 == 0 {
+			switch {
+			case k >= 20:
+				t.Label = fmt.Sprintf("%dM", 1<<(k-20))
+			case k >= 10:
+				t.Label = fmt.Sprintf("%dK", 1<<(k-10))
+			default:
+				t.Label = fmt.Sprint(1 << k)
+			}
+		}
+		ts = append(ts, t)
+	}
+	return ts
 }
