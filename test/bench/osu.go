@@ -157,6 +157,7 @@ func benchOSU(cfg osuConfig, dir string) error {
 
 	printOSU(res, impls)
 	checkGoals(res)
+	printMarkdown(res)
 	if cfg.svg != "" {
 		if err := plotOSU(res, impls, cfg.svg); err != nil {
 			return fmt.Errorf("plot: %w", err)
@@ -384,4 +385,66 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// summaryRows are the figures README.md quotes, with the goals.
+var summaryRows = []struct {
+	label, suffix, bench string
+	bytes                int
+	unit, goal           string
+	met                  func(g, m float64) bool
+}{
+	{"latency, 8 B", "", "latency", 8, "µs", "<= 1.0x", func(g, m float64) bool { return g <= m }},
+	{"latency, 1 MiB", "", "latency", 1 << 20, "µs", "", nil},
+	{"bandwidth, 64 KiB", "", "bw", 64 << 10, "GB/s", "", nil},
+	{"bandwidth, 4 MiB", "", "bw", 4 << 20, "GB/s", ">= 0.95x", func(g, m float64) bool { return g >= 0.95*m }},
+	{"allreduce, 8 B", "", "allreduce", 8, "µs", "", nil},
+	{"allreduce, 1 MiB", "", "allreduce", 1 << 20, "µs", "", nil},
+	{"allreduce, 8 MiB", "", "allreduce", 8 << 20, "µs", "<= 1.0x", func(g, m float64) bool { return g <= m }},
+	{"barrier", "", "barrier", 0, "µs", "<= 2 µs", func(g, m float64) bool { return g <= 2 }},
+	{"4 ranks on 2 cores: pairs, 8 B", "4", "pairs", 8, "µs", "<= 100 µs", func(g, m float64) bool { return g <= 100 }},
+	{"4 ranks on 2 cores: barrier", "4", "barrier", 0, "µs", "", nil},
+}
+
+// printMarkdown prints the summary as a Markdown table for README.md.
+func printMarkdown(res osuResults) {
+	fmt.Println("summary (Markdown, for README.md)")
+	fmt.Println()
+	fmt.Println("| 2 ranks unless noted | gompi runtime | MPICH (hydra) | MPICH (gompiexec) | ratio | goal |")
+	fmt.Println("|---|---|---|---|---|---|")
+	cell := func(key, bench string, n int, unit string) string {
+		v, ok := res.med(key, bench, n)
+		if !ok {
+			return "-"
+		}
+		switch {
+		case v >= 100:
+			return fmt.Sprintf("%.0f %s", v, unit)
+		case v >= 10:
+			return fmt.Sprintf("%.1f %s", v, unit)
+		}
+		return fmt.Sprintf("%.2f %s", v, unit)
+	}
+	for _, r := range summaryRows {
+		g, ok1 := res.med("gompi"+r.suffix, r.bench, r.bytes)
+		m, ok2 := res.med("mpich"+r.suffix, r.bench, r.bytes)
+		ratio, goal := "-", r.goal
+		if ok1 && ok2 && m > 0 {
+			ratio = fmt.Sprintf("%.2fx", g/m)
+			if g/m < 0.1 {
+				ratio = fmt.Sprintf("%.3fx", g/m)
+			}
+		}
+		if r.met != nil && ok1 && ok2 {
+			if r.met(g, m) {
+				goal += " met"
+			} else {
+				goal += " MISSED"
+			}
+		}
+		fmt.Printf("| %s | %s | %s | %s | %s | %s |\n", r.label,
+			cell("gompi"+r.suffix, r.bench, r.bytes, r.unit), cell("mpich"+r.suffix, r.bench, r.bytes, r.unit),
+			cell("mpichg"+r.suffix, r.bench, r.bytes, r.unit), ratio, goal)
+	}
+	fmt.Println()
 }
