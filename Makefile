@@ -41,6 +41,7 @@ bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
 	$(GO) test -run "^$$" -bench Fence4096 -benchtime 20x ./pmi/
 	$(GO) test -run "^$$" -bench . ./internal/shm/
+	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -gompi-bench ./$(BIN)/gompi-bench -osu -osu-svg bench-out/osu.svg
 
 # Launch over SSH on a 3-host network-namespace cluster (test/cluster; root only).
 bench-ssh: setup build

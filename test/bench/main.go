@@ -1,6 +1,7 @@
 // Command bench times gompiexec against Debian's mpiexec.hydra in the same
 // run and prints medians and ratios (make bench; -ssh: over SSH on the
-// test/cluster namespace cluster, make bench-ssh). Runs are interleaved so
+// test/cluster namespace cluster, make bench-ssh; -osu: message passing of
+// the Go rank runtime against MPICH, see osu.go). Runs are interleaved so
 // both launchers see the same machine load.
 package main
 
@@ -26,6 +27,14 @@ func main() {
 	hydra := flag.String("hydra", "mpiexec.hydra", "reference launcher")
 	reps := flag.Int("reps", 11, "timed runs per case and launcher (median reported)")
 	ssh := flag.Bool("ssh", false, "only time -n 24 /bin/true over SSH on a 3-host namespace test cluster (needs root)")
+	osu := flag.Bool("osu", false, "instead of launch times, compare the Go rank runtime (cmd/gompi-bench) with MPICH (test/bench/osu/osu.c): latency, bandwidth, allreduce, barrier")
+	osuReps := flag.Int("osu-reps", 5, "with -osu: rounds per benchmark (median reported)")
+	osuMax := flag.Int("osu-max", 0, "with -osu: largest message size (0: 8 MiB, as osu.c)")
+	osuIters := flag.Int("osu-iters", 0, "with -osu: iterations per size (0: osu.c's counts)")
+	osuNP4 := flag.Int("osu-np4-iters", 200, "with -osu: iterations per size of the 4-rank pairs ping-pong and barrier (oversubscribed on 2 cores)")
+	osuSVG := flag.String("osu-svg", "bench-out/osu.svg", "with -osu: plot of latency and bandwidth (SVG; a PNG is written next to it; empty: none)")
+	osuBin := flag.String("gompi-bench", "", "with -osu: gompi-bench binary (default: built from ./cmd/gompi-bench)")
+	osuTimeout := flag.Duration("osu-timeout", 10*time.Minute, "with -osu: limit for one benchmark run")
 	flag.Parse()
 	if _, err := exec.LookPath(*hydra); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s not found (run test/setup.sh)\n", *hydra)
@@ -37,6 +46,16 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
+	if *osu {
+		err := benchOSU(osuConfig{gompiexec: *gompi, hydra: *hydra, gompiBench: *osuBin, reps: *osuReps,
+			max: *osuMax, iters: *osuIters, np4Iters: *osuNP4, svg: *osuSVG, timeout: *osuTimeout}, dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: osu:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		return
+	}
 	if *ssh {
 		if err := benchSSH(*gompi, *hydra, *reps); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: ssh:", err)

@@ -1,17 +1,31 @@
 /* OSU-style micro-benchmarks for MPICH, the reference gompi-bench is
  * measured against in the same run (make bench). Same sizes, iteration
  * counts and output format as cmd/gompi-bench:
- *   latency   one-way ping-pong time between ranks 0 and 1, us
+ *   latency   one-way ping-pong time between ranks 0 and 1, us (other ranks wait
+ *             in the barrier that starts the next size)
+ *   pairs     the same between ranks 2k and 2k+1, all pairs at once, us, from
+ *             the first rank's start to the last rank's end on the host's
+ *             wall clock (the oversubscribed case: 4 ranks on 2 cores)
  *   bw        streaming bandwidth 0 -> 1, windows of 64 nonblocking sends, GB/s
  *   allreduce time per MPI_Allreduce of doubles (sum), us (max over ranks)
  *   barrier   time per MPI_Barrier, us
- * Output lines: "<bench> <bytes> <value>". Usage: osu BENCH [MAXBYTES]. */
+ * Output lines: "<bench> <bytes> <value>". Usage: osu BENCH [MAXBYTES [ITERS]];
+ * ITERS replaces the iteration count of every size (gompi-bench -iters), with
+ * the warm-up scaled the same way (barrier: ITERS/20). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-static int iters(size_t n, int small, int large) { return n <= 8192 ? small : large; }
+static long long wall_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static int force;  /* ITERS, 0: the counts below */
+static int iters(size_t n, int small, int large) { return force ? force : n <= 8192 ? small : large; }
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -20,6 +34,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const char *bench = argc > 1 ? argv[1] : "latency";
   size_t max = argc > 2 ? (size_t)atol(argv[2]) : (8u << 20);
+  force = argc > 3 ? atoi(argv[3]) : 0;
   char *a = malloc(max ? max : 1), *b = malloc(max ? max : 1);
   memset(a, 1, max);
   memset(b, 0, max);
@@ -39,6 +54,32 @@ int main(int argc, char **argv) {
         }
       }
       if (rank == 0) printf("latency %zu %.3f\n", n, (MPI_Wtime() - t0) * 1e6 / (2.0 * it));
+    }
+  } else if (!strcmp(bench, "pairs")) {
+    /* Timed on the host's wall clock from the earliest rank's start to the
+     * latest rank's end, so a pair that runs while the other waits for a
+     * CPU is not timed alone. All ranks must share the clock (one host). */
+    int peer = rank ^ 1, active = peer < size;
+    for (size_t n = 1; n <= max; n *= 2) {
+      int it = iters(n, 10000, 200), warm = it / 10;
+      long long t[2], r[2];
+      for (int phase = 0; phase < 2; phase++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        t[0] = -wall_ns();
+        for (int i = 0; i < (phase ? it : warm) && active; i++) {
+          if (rank % 2 == 0) {
+            MPI_Send(a, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+            MPI_Recv(b, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+          } else {
+            MPI_Recv(b, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(a, (int)n, MPI_BYTE, peer, 1, MPI_COMM_WORLD);
+          }
+        }
+        t[1] = wall_ns();
+      }
+      /* max of -start is -(earliest start) */
+      MPI_Reduce(t, r, 2, MPI_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+      if (rank == 0) printf("pairs %zu %.3f\n", n, (double)(r[1] + r[0]) / 1e3 / (2.0 * it));
     }
   } else if (!strcmp(bench, "bw")) {
     enum { W = 64 };
@@ -60,7 +101,7 @@ int main(int argc, char **argv) {
           MPI_Send(a, 1, MPI_BYTE, 0, 3, MPI_COMM_WORLD);
         }
       }
-      if (rank == 0) printf("bw %zu %.3f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
+      if (rank == 0) printf("bw %zu %.4f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
     }
   } else if (!strcmp(bench, "allreduce")) {
     for (size_t n = 8; n <= max; n *= 2) {
@@ -76,7 +117,7 @@ int main(int argc, char **argv) {
       if (rank == 0) printf("allreduce %zu %.3f\n", n, worst);
     }
   } else if (!strcmp(bench, "barrier")) {
-    int it = 20000, warm = 1000;
+    int it = force ? force : 20000, warm = force ? force / 20 : 1000;
     double t0 = 0;
     for (int i = 0; i < it + warm; i++) {
       if (i == warm) t0 = MPI_Wtime();
@@ -84,7 +125,7 @@ int main(int argc, char **argv) {
     }
     if (rank == 0) printf("barrier 0 %.3f\n", (MPI_Wtime() - t0) * 1e6 / it);
   } else {
-    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, bw, allreduce, barrier)\n", bench);
+    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, allreduce, barrier)\n", bench);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   free(a);
