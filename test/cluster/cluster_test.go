@@ -475,9 +475,19 @@ func TestTeardown(t *testing.T) {
 	if out, err := exec.Command(c2.Client.Agent, c2.Hosts[1].Name, "nohup sleep 60 >/dev/null 2>&1 &").CombinedOutput(); err != nil {
 		t.Fatalf("ssh: %v %s", err, out)
 	}
+	// Both were forked before the calls returned, but may not have
+	// exec'd sleep yet.
 	for _, hh := range c2.Hosts[:2] {
-		if ps, _ := hh.ProcsNamed("sleep"); len(ps) != 1 {
-			t.Fatalf("%s: sleep processes %v", hh.Name, ps)
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			ps, _ := hh.ProcsNamed("sleep")
+			if len(ps) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: sleep processes %v", hh.Name, ps)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	if err := c2.Close(); err != nil {
