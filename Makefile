@@ -36,6 +36,8 @@ fuzz:
 # Runs the demo job on this machine with the fork launcher (no SSH needed).
 demo: build
 	./$(BIN)/gompiexec -n $(NP) -l ./$(BIN)/hello
+	./$(BIN)/gompiexec -n $(NP) ./$(BIN)/pi
+	./$(BIN)/gompiexec -n $(NP) ./$(BIN)/tutorial
 
 bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
