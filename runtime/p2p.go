@@ -249,7 +249,12 @@ var reqDone = doneRequest(nil)
 // goroutine hop); a long one sends its RTS the same way, so frames enter
 // the ring in send order (MPI's non-overtaking rule).
 func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
-	if len(data) <= p.cfg.EagerLimit {
+	cma := cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load()
+	limit := p.cfg.EagerLimit
+	if cma {
+		limit = p.cfg.ShmEagerLimit
+	}
+	if len(data) <= limit {
 		h.Type = frameEager
 		if err := l.sendNow(&h, data); err != nil {
 			return doneRequest(err)
@@ -259,7 +264,7 @@ func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
 	req := newRequest()
 	req.link = l
 	h.ID = p.reqID.Add(1)
-	if cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load() {
+	if cma {
 		l.sendCMA(h, data, req)
 		return req
 	}
