@@ -164,6 +164,35 @@ func combine[T Number](op Op, in, inout []T) {
 	}
 }
 
+// combineInto sets out = in ∘ local element-wise (combine with the result
+// in a third slice; local may be out).
+func combineInto[T Number](op Op, in, local, out []T) {
+	in, local = in[:len(out)], local[:len(out)]
+	switch op.d.code {
+	case opSum:
+		for i := range out {
+			out[i] = in[i] + local[i]
+		}
+	case opProd:
+		for i := range out {
+			out[i] = in[i] * local[i]
+		}
+	case opMin:
+		for i := range out {
+			out[i] = min(in[i], local[i])
+		}
+	case opMax:
+		for i := range out {
+			out[i] = max(in[i], local[i])
+		}
+	default:
+		if !sameSlice(local, out) {
+			copy(out, local)
+		}
+		combine(op, in, out)
+	}
+}
+
 // accumulate sets a = a ∘ b (b from higher ranks); b is clobbered.
 func accumulate[T Number](op Op, a, b []T) {
 	if op.d.commute {
@@ -451,9 +480,8 @@ func reduceRing[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error 
 	} else {
 		acc = scratch[T](c, 0, cnt)
 	}
-	copy(acc, sendbuf)
 	bl := newBlocks(cnt, n)
-	if err := ringReduceScatter(c, acc, bl, op, tagReduce); err != nil {
+	if err := ringReduceScatter(c, sendbuf, acc, bl, op, tagReduce); err != nil {
 		return err
 	}
 	if c.rank != root {
@@ -470,13 +498,16 @@ func reduceRing[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error 
 	return c.finishReqs(reqs)
 }
 
-// ringReduceScatter reduces acc (every rank's contribution, same length)
-// so that rank r ends with the fully reduced block r of bl (other blocks
-// hold partial results). Commutative ops only. Step s sends block r-s-1 to
-// the right and reduces block r-s-2 received from the left; each exchange
-// is split into segments, and the receive of segment k+1 is posted before
-// segment k is reduced.
-func ringReduceScatter[T Number](c *Comm, acc []T, bl blocks, op Op, tag int) error {
+// ringReduceScatter reduces src (this rank's contribution; every rank's
+// has the same length) into acc so that rank r ends with the fully reduced
+// block r of bl in acc. Other blocks of acc hold partial results, except
+// block r-1, which is never written: src is read in place, so callers need
+// not copy it into acc first (acc may be src). Commutative ops only. Step
+// s sends block r-s-1 to the right (from src at step 0, from acc after)
+// and reduces block r-s-2 received from the left with src's block into
+// acc; each exchange is split into segments, and the receive of segment
+// k+1 is posted before segment k is reduced.
+func ringReduceScatter[T Number](c *Comm, src, acc []T, bl blocks, op Op, tag int) error {
 	n, r := len(c.group), c.rank
 	right, left := (r+1)%n, (r-1+n)%n
 	seg := max(ringSegment/sizeOf[T](), 1)
@@ -489,9 +520,13 @@ func ringReduceScatter[T Number](c *Comm, acc []T, bl blocks, op Op, tag int) er
 		// Both sides cut the block into the same segments:
 		// [k*seg, min((k+1)*seg, len)), at least one (maybe empty).
 		sn, rn := shi-slo, rhi-rlo
+		from := acc
+		if s == 0 {
+			from = src
+		}
 		sends := c.startReqs()
 		for k := 0; k == 0 || k*seg < sn; k++ {
-			sends = append(sends, c.isend(ctx, asBytes(acc[slo+min(k*seg, sn):slo+min((k+1)*seg, sn)]), right, tag))
+			sends = append(sends, c.isend(ctx, asBytes(from[slo+min(k*seg, sn):slo+min((k+1)*seg, sn)]), right, tag))
 		}
 		nseg := max((rn+seg-1)/seg, 1)
 		var rr [2]*Request
@@ -512,7 +547,7 @@ func ringReduceScatter[T Number](c *Comm, acc []T, bl blocks, op Op, tag int) er
 				return errors.Join(err, waitReqs(rr[(k+1)%2]), c.finishReqs(sends))
 			}
 			lo, hi := min(k*seg, rn), min((k+1)*seg, rn)
-			combine(op, bufs[k%2][:hi-lo], acc[rlo+lo:rlo+hi])
+			combineInto(op, bufs[k%2][:hi-lo], src[rlo+lo:rlo+hi], acc[rlo+lo:rlo+hi])
 		}
 		if err := c.finishReqs(sends); err != nil {
 			return err
@@ -541,17 +576,26 @@ func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	}
 	recvbuf = recvbuf[:cnt]
 	n := len(c.group)
+	large := cnt*sizeOf[T]() >= allreduceLarge
+	if large && op.d.commute && cnt >= n && n > 1 {
+		// The reduce-scatter reads sendbuf in place and writes every
+		// block of recvbuf that the allgather does not: no copy first.
+		bl := newBlocks(cnt, n)
+		if err := ringReduceScatter(c, sendbuf, recvbuf, bl, op, tagAllreduce); err != nil {
+			return err
+		}
+		return c.ringAllgather(asBytes(recvbuf), layout{b: blocks{cnt * sizeOf[T](), bl.bs * sizeOf[T]()}}, 0, tagAllreduce)
+	}
 	if !sameSlice(sendbuf, recvbuf) {
 		copy(recvbuf, sendbuf)
 	}
 	if n == 1 {
 		return nil
 	}
-	large := cnt*sizeOf[T]() >= allreduceLarge
 	switch {
 	case large && op.d.commute && cnt >= n:
 		bl := newBlocks(cnt, n)
-		if err := ringReduceScatter(c, recvbuf, bl, op, tagAllreduce); err != nil {
+		if err := ringReduceScatter(c, recvbuf, recvbuf, bl, op, tagAllreduce); err != nil {
 			return err
 		}
 		return c.ringAllgather(asBytes(recvbuf), layout{b: blocks{cnt * sizeOf[T](), bl.bs * sizeOf[T]()}}, 0, tagAllreduce)

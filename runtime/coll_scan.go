@@ -97,11 +97,12 @@ func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return Scatter(c, all, recvbuf[:k], 0)
 	}
 	acc := scratch[T](c, 0, len(sendbuf))
-	copy(acc, sendbuf)
 	if n > 1 {
-		if err := ringReduceScatter(c, acc, blocks{n * k, k}, op, tagRedScat); err != nil {
+		if err := ringReduceScatter(c, sendbuf, acc, blocks{n * k, k}, op, tagRedScat); err != nil {
 			return err
 		}
+	} else {
+		copy(acc, sendbuf)
 	}
 	copy(recvbuf, acc[c.rank*k:(c.rank+1)*k])
 	return nil

@@ -73,9 +73,13 @@ func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, sr
 	if l := rr.shmLink(); l != nil {
 		l.help(rr, sr) // receive on this goroutine until either is done
 	}
-	select {
-	case <-rr.Done():
-	case <-sr.Done():
+	if !rr.isDone() {
+		select {
+		case <-rr.Done():
+		case <-sr.Done():
+		}
+	}
+	if !rr.isDone() && sr.isDone() {
 		if sr.err != nil && rr.Cancel() {
 			// The send failed: do not wait for a reply that may never come.
 			return Status{}, sr.err
@@ -245,7 +249,12 @@ var reqDone = doneRequest(nil)
 // goroutine hop); a long one sends its RTS the same way, so frames enter
 // the ring in send order (MPI's non-overtaking rule).
 func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
-	if len(data) <= p.cfg.EagerLimit {
+	cma := cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load()
+	limit := p.cfg.EagerLimit
+	if cma {
+		limit = p.cfg.ShmEagerLimit
+	}
+	if len(data) <= limit {
 		h.Type = frameEager
 		if err := l.sendNow(&h, data); err != nil {
 			return doneRequest(err)
@@ -255,7 +264,7 @@ func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
 	req := newRequest()
 	req.link = l
 	h.ID = p.reqID.Add(1)
-	if cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load() {
+	if cma {
 		l.sendCMA(h, data, req)
 		return req
 	}
@@ -279,27 +288,38 @@ func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
 }
 
 func (c *Comm) newRecvOp(ctx uint32, buf []byte, elem, src, tag int) (*recvOp, error) {
+	op := new(recvOp)
+	return op, c.initRecvOp(op, ctx, buf, elem, src, tag)
+}
+
+func (c *Comm) initRecvOp(op *recvOp, ctx uint32, buf []byte, elem, src, tag int) error {
 	if err := c.p.errClosed(); err != nil {
-		return nil, err
+		return err
 	}
-	op := &recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}
+	*op = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}
 	if src != AnySource {
 		if src < 0 || src >= len(c.group) {
-			return nil, fmt.Errorf("%w: source %d (communicator of %d)", ErrRank, src, len(c.group))
+			return fmt.Errorf("%w: source %d (communicator of %d)", ErrRank, src, len(c.group))
 		}
 		op.srcWorld = c.group[src]
 	}
-	return op, nil
+	return nil
+}
+
+// recvReq is a receive's request and operation in one allocation.
+type recvReq struct {
+	req Request
+	op  recvOp
 }
 
 // irecv posts a receive on context ctx.
 func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
-	op, err := c.newRecvOp(ctx, buf, elem, src, tag)
-	if err != nil {
+	rr := new(recvReq)
+	op, req := &rr.op, &rr.req
+	if err := c.initRecvOp(op, ctx, buf, elem, src, tag); err != nil {
 		return doneRequest(err)
 	}
 	op.alloc = alloc
-	req := newRequest()
 	op.req = req
 	req.op, req.eng = op, c.p.eng
 	m, err := c.p.eng.post(op)

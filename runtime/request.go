@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 )
 
 // Status describes a received (or probed) message.
@@ -22,8 +23,9 @@ var ErrCancelled = errors.New("mpi: request cancelled")
 // Request is a pending non-blocking operation. It completes once; Wait,
 // Test and Done may be used from any goroutine.
 type Request struct {
-	done   chan struct{}
-	once   sync.Once
+	state  atomic.Uint32 // reqPending, reqCompleting, reqComplete
+	mu     sync.Mutex    // guards done
+	done   chan struct{} // made on demand by Done (most waits never need it)
 	status Status
 	err    error
 	data   []byte // RecvValue's message
@@ -48,7 +50,21 @@ func (r *Request) shmLink() *shmLink {
 	return nil
 }
 
-func newRequest() *Request { return &Request{done: make(chan struct{})} }
+const (
+	reqPending    = iota
+	reqCompleting // status and err being written
+	reqComplete   // status and err final
+)
+
+// closedChan is the Done channel of requests completed before anyone
+// asked for one.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+func newRequest() *Request { return &Request{} }
 
 func doneRequest(err error) *Request {
 	r := newRequest()
@@ -56,34 +72,60 @@ func doneRequest(err error) *Request {
 	return r
 }
 
+// complete records the result; only the first call counts.
 func (r *Request) complete(st Status, err error) {
-	r.once.Do(func() {
-		r.status, r.err = st, err
+	if !r.state.CompareAndSwap(reqPending, reqCompleting) {
+		return
+	}
+	r.status, r.err = st, err
+	r.mu.Lock()
+	r.state.Store(reqComplete)
+	if r.done != nil {
 		close(r.done)
-	})
+	}
+	r.mu.Unlock()
 }
 
-// Done is closed when the request completes; use it in select.
-func (r *Request) Done() <-chan struct{} { return r.done }
+// isDone reports whether r completed (its status and err are final).
+func (r *Request) isDone() bool { return r.state.Load() == reqComplete }
+
+// Done is closed when the request completes; use it in select. The
+// channel is made on the first call (a request that completes before
+// anyone waits on a channel never needs one).
+func (r *Request) Done() <-chan struct{} {
+	if r.isDone() {
+		return closedChan
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.isDone() {
+		return closedChan
+	}
+	if r.done == nil {
+		r.done = make(chan struct{})
+	}
+	return r.done
+}
 
 // Wait blocks until the request completes or ctx ends. When ctx ends first
 // it returns an error wrapping ctx.Err(); the request stays pending (Wait
 // again, or Cancel a receive).
 func (r *Request) Wait(ctx context.Context) (Status, error) {
-	select {
-	case <-r.done:
+	if r.isDone() {
 		return r.status, r.err
-	default:
 	}
 	if ctx.Done() == nil {
 		// An uncancellable wait on a same-host peer receives on this
 		// goroutine (no hand-off from the link's reader).
 		if l := r.shmLink(); l != nil {
 			l.help(r, nil)
+			if r.isDone() {
+				return r.status, r.err
+			}
 		}
 	}
 	select {
-	case <-r.done:
+	case <-r.Done():
 		return r.status, r.err
 	case <-ctx.Done():
 		return Status{}, fmt.Errorf("mpi: wait: %w", ctx.Err())
@@ -92,12 +134,10 @@ func (r *Request) Wait(ctx context.Context) (Status, error) {
 
 // Test reports whether the request has completed, and if so its result.
 func (r *Request) Test() (bool, Status, error) {
-	select {
-	case <-r.done:
+	if r.isDone() {
 		return true, r.status, r.err
-	default:
-		return false, Status{}, nil
 	}
+	return false, Status{}, nil
 }
 
 // Cancel withdraws a receive that has not matched a message yet; the
@@ -147,7 +187,7 @@ func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 		if ok, s, err := r.Test(); ok {
 			return i, s, err
 		}
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.done)})
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Done())})
 		idx = append(idx, i)
 	}
 	if len(idx) == 0 {

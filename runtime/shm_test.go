@@ -495,3 +495,24 @@ func FuzzShmFrames(f *testing.F) {
 		}
 	})
 }
+
+// TestShmEagerLimit: with a shared-memory eager limit below EagerLimit,
+// messages above it go by CMA and those at or below it through the ring;
+// with CMA off, EagerLimit applies again.
+func TestShmEagerLimit(t *testing.T) {
+	needCMA(t)
+	comms, _ := shmWorld(t, 2, func(c *Config) { c.ShmEagerLimit = 4 << 10 })
+	exchange(t, comms, []int{4 << 10})
+	if n := comms[0].p.shm.cmaReads.Load() + comms[1].p.shm.cmaReads.Load(); n != 0 {
+		t.Fatalf("%d CMA reads at the shm eager limit", n)
+	}
+	exchange(t, comms, []int{4<<10 + 1, 16 << 10})
+	if n := comms[0].p.shm.cmaReads.Load() + comms[1].p.shm.cmaReads.Load(); n != 4 {
+		t.Fatalf("%d CMA reads above the shm eager limit, want 4", n)
+	}
+	nocma, _ := shmWorld(t, 2, func(c *Config) { c.ShmEagerLimit = 4 << 10; c.NoCMA = true })
+	exchange(t, nocma, []int{16 << 10})
+	if n := nocma[0].p.shm.streamRdv.Load() + nocma[1].p.shm.streamRdv.Load(); n != 0 {
+		t.Fatalf("%d streamed rendezvous below EagerLimit without CMA", n)
+	}
+}

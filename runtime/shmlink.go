@@ -505,7 +505,10 @@ func (l *shmLink) help(r, also *Request) {
 		}
 		runtime.Gosched()
 	}
-	idle := reqCtx{r, also}
+	var idle context.Context = (*reqWait)(r) // no allocation
+	if also != nil {
+		idle = reqCtx{r, also}
+	}
 	for !l.bye && l.rxErr == nil && idle.Err() == nil {
 		if _, err := l.recvOne(idle, 0); err != nil {
 			break // ErrIdle: r is done; anything else is for readLoop
@@ -529,23 +532,28 @@ func (l *shmLink) help(r, also *Request) {
 type reqCtx struct{ r, also *Request }
 
 func (reqCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
-func (c reqCtx) Done() <-chan struct{}     { return c.r.done }
+func (c reqCtx) Done() <-chan struct{}     { return c.r.Done() }
 func (c reqCtx) Err() error {
-	select {
-	case <-c.r.done:
+	if c.r.isDone() || (c.also != nil && c.also.isDone()) {
 		return context.Canceled
-	default:
-	}
-	if c.also != nil {
-		select {
-		case <-c.also.done:
-			return context.Canceled
-		default:
-		}
 	}
 	return nil
 }
 func (reqCtx) Value(any) any { return nil }
+
+// reqWait is reqCtx without also: a *Request seen as a context, which
+// costs no allocation (the ring asks for Done only before it sleeps).
+type reqWait Request
+
+func (*reqWait) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (w *reqWait) Done() <-chan struct{}     { return (*Request)(w).Done() }
+func (w *reqWait) Err() error {
+	if (*Request)(w).isDone() {
+		return context.Canceled
+	}
+	return nil
+}
+func (*reqWait) Value(any) any { return nil }
 
 // recvOne receives and dispatches one frame. Caller holds l.rx. A ring
 // failure is recorded in l.rxErr, a BYE in l.bye.
