@@ -1,0 +1,221 @@
+package testkit
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startSleeper starts `sleep 60` with env added to this process's
+// environment and kills and reaps it when the test ends.
+func startSleeper(t *testing.T, env ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd
+}
+
+func TestMarkedProcs(t *testing.T) {
+	tests := []struct {
+		name  string
+		env   []string // the child's extra environment; marker replaces "%m"
+		found bool
+	}{
+		{"marked", []string{MarkerVar + "=%m"}, true},
+		{"marked among others", []string{"A=1", MarkerVar + "=%m", "B=2"}, true},
+		{"unmarked", nil, false},
+		{"other marker", []string{MarkerVar + "=%m-other"}, false},
+		{"marker as a prefix only", []string{MarkerVar + "=%mx"}, false},
+		{"marker in another variable", []string{"X_" + MarkerVar + "=%m"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMarker("testkit")
+			var env []string
+			for _, e := range tc.env {
+				env = append(env, strings.ReplaceAll(e, "%m", m))
+			}
+			cmd := startSleeper(t, env...)
+			got := MarkedProcs(m)
+			if has := slices.Contains(got, cmd.Process.Pid); has != tc.found || len(got) > 1 {
+				t.Fatalf("MarkedProcs = %v, child %d, want found=%v", got, cmd.Process.Pid, tc.found)
+			}
+		})
+	}
+}
+
+func TestMarkedProcsSkipsZombies(t *testing.T) {
+	m := NewMarker("testkit")
+	cmd := exec.Command("true")
+	cmd.Env = append(os.Environ(), MarkerVar+"="+m)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	// Not reaped yet: once it has exited it is a zombie.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if procState(st) == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child never became a zombie: %s", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := MarkedProcs(m); len(got) != 0 {
+		t.Fatalf("MarkedProcs listed the zombie: %v", got)
+	}
+}
+
+func TestProcState(t *testing.T) {
+	tests := []struct{ stat, want string }{
+		{"12 (sleep) S 1 12 12 0", "S"},
+		{"13 (a) b) Z 1 13", "Z"}, // ')' in the command name
+		{"14 (x y) R 1", "R"},     // space in the command name
+		{"15 (cut)", ""},          // no fields after the name
+	}
+	for _, tc := range tests {
+		if got := procState([]byte(tc.stat)); got != tc.want {
+			t.Errorf("procState(%q) = %q, want %q", tc.stat, got, tc.want)
+		}
+	}
+}
+
+func TestKillMarkedAndWaitGone(t *testing.T) {
+	m := NewMarker("testkit")
+	for i := 0; i < 3; i++ {
+		startSleeper(t, MarkerVar+"="+m)
+	}
+	other := startSleeper(t, MarkerVar+"="+m+"-other")
+	if got := MarkedProcs(m); len(got) != 3 {
+		t.Fatalf("MarkedProcs = %v, want the 3 sleepers", got)
+	}
+	if left := WaitGone(50*time.Millisecond, func() []int { return MarkedProcs(m) }); len(left) != 3 {
+		t.Fatalf("WaitGone with live processes = %v, want the 3 sleepers", left)
+	}
+	KillMarked(m)
+	// The killed sleepers stay zombies until the cleanup reaps them:
+	// MarkedProcs must not count them.
+	if left := WaitGone(5*time.Second, func() []int { return MarkedProcs(m) }); left != nil {
+		t.Fatalf("still alive after KillMarked: %v", left)
+	}
+	if err := syscall.Kill(other.Process.Pid, 0); err != nil {
+		t.Fatalf("KillMarked killed a process of another marker: %v", err)
+	}
+}
+
+func TestNewMarkerUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for i := 0; i < 100; i++ {
+		m := NewMarker("p")
+		if seen[m] || !strings.HasPrefix(m, "p-"+strconv.Itoa(os.Getpid())+"-") {
+			t.Fatalf("marker %q (seen before: %v)", m, seen[m])
+		}
+		seen[m] = true
+	}
+}
+
+func TestBufferConcurrent(t *testing.T) {
+	var b Buffer
+	const writers, lines = 8, 500
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < lines; i++ {
+				b.Write([]byte("w" + strconv.Itoa(w) + "\n"))
+				_ = b.String()
+			}
+		}(w)
+	}
+	wg.Wait()
+	out := b.String()
+	for w := 0; w < writers; w++ {
+		if n := strings.Count(out, "w"+strconv.Itoa(w)+"\n"); n != lines {
+			t.Fatalf("writer %d: %d lines, want %d", w, n, lines)
+		}
+	}
+}
+
+func TestJob(t *testing.T) {
+	tests := []struct {
+		name    string
+		stdin   string
+		script  string
+		limit   time.Duration
+		timeout bool
+		code    int
+		stdout  string
+		stderr  string
+	}{
+		{"exit code and output", "", "echo out; echo err >&2; exit 3", 10 * time.Second, false, 3, "out\n", "err\n"},
+		{"stdin", "hello", "cat", 10 * time.Second, false, 0, "hello", ""},
+		{"marker in environment", "", "echo $" + MarkerVar, 10 * time.Second, false, 0, "%m\n", ""},
+		{"timeout kills the group", "", "echo started; sleep 60 & sleep 60", 300 * time.Millisecond, true, -1, "started\n", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewMarker("testkit")
+			j := NewJob(m, tc.stdin, "/bin/sh", "-c", tc.script)
+			if err := j.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(j.Kill)
+			r, err := j.Wait(tc.limit)
+			if (err != nil) != tc.timeout {
+				t.Fatalf("Wait error %v, want timeout=%v", err, tc.timeout)
+			}
+			if tc.timeout && !strings.Contains(err.Error(), "sh did not finish within "+tc.limit.String()) {
+				t.Fatalf("timeout error %q", err)
+			}
+			want := strings.ReplaceAll(tc.stdout, "%m", m)
+			if r.Code != tc.code || r.Stdout != want || r.Stderr != tc.stderr {
+				t.Fatalf("result %+v, want code %d stdout %q stderr %q", r, tc.code, want, tc.stderr)
+			}
+			if r.Elapsed <= 0 || (!tc.timeout && r.Elapsed > tc.limit) {
+				t.Fatalf("elapsed %s", r.Elapsed)
+			}
+			select {
+			case <-j.Done():
+			default:
+				t.Fatal("Done not closed after Wait")
+			}
+			if left := WaitGone(5*time.Second, func() []int { return MarkedProcs(m) }); left != nil {
+				t.Fatalf("left after the job: %v", left)
+			}
+		})
+	}
+}
+
+func TestBuild(t *testing.T) {
+	dir, err := BuildTemp("", "testkit-", Pkg("internal/testkit/testdata/hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	out, err := exec.Command(filepath.Join(dir, "hello")).Output()
+	if err != nil || string(out) != "hello\n" {
+		t.Fatalf("built program: %v %q", err, out)
+	}
+	_, err = BuildTemp("", "testkit-", Pkg("internal/testkit/testdata/nosuch"))
+	if err == nil || !strings.Contains(err.Error(), "building "+Pkg("internal/testkit/testdata/nosuch")) {
+		t.Fatalf("error for a missing package: %v", err)
+	}
+}
