@@ -164,12 +164,15 @@ type Job struct {
 	done  chan struct{}
 }
 
-// NewJob prepares path with args and, unless empty, stdin. The marker is
-// put in the process's environment (after os.Environ()); passing it on to
-// the ranks (gompiexec -genv) is up to args.
+// NewJob prepares path with args and, unless empty, stdin. A marker
+// (none if empty) is put in the process's environment, after os.Environ();
+// passing it on to the ranks (gompiexec -genv) is up to args.
 func NewJob(marker, stdin, path string, args ...string) *Job {
 	cmd := exec.Command(path, args...)
-	cmd.Env = append(os.Environ(), MarkerVar+"="+marker)
+	cmd.Env = os.Environ()
+	if marker != "" {
+		cmd.Env = append(cmd.Env, MarkerVar+"="+marker)
+	}
 	j := &Job{Cmd: cmd, Marker: marker, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = &j.Stdout, &j.Stderr
 	if stdin != "" {
@@ -206,7 +209,9 @@ func (j *Job) Kill() {
 		syscall.Kill(-j.Cmd.Process.Pid, syscall.SIGKILL)
 		<-j.done
 	}
-	KillMarked(j.Marker)
+	if j.Marker != "" {
+		KillMarked(j.Marker)
+	}
 }
 
 // Wait waits up to limit for the started job to exit. Past the limit it
