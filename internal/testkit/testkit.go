@@ -56,6 +56,25 @@ func BuildTemp(parent, pattern string, pkgs ...string) (string, error) {
 	return dir, nil
 }
 
+// Runner is what TestMain is given (*testing.M).
+type Runner interface{ Run() int }
+
+// MainWithBinaries is the body of a TestMain that needs binaries: it builds
+// the packages into a fresh temporary directory (BuildTemp("", pattern,
+// ...)), stores its path in *dir, runs m, removes the directory and
+// returns the exit code for os.Exit. A build error is printed to stderr
+// and makes the code 1 without running any test.
+func MainWithBinaries(m Runner, dir *string, pattern string, pkgs ...string) int {
+	d, err := BuildTemp("", pattern, pkgs...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(d)
+	*dir = d
+	return m.Run()
+}
+
 // Buffer is a bytes.Buffer that a process may write while a test reads it.
 // The zero value is ready to use.
 type Buffer struct {

@@ -219,3 +219,44 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("error for a missing package: %v", err)
 	}
 }
+
+type runner struct {
+	dir  *string
+	seen string // *dir while Run ran
+	ran  bool
+}
+
+func (r *runner) Run() int {
+	r.ran, r.seen = true, *r.dir
+	return 3
+}
+
+func TestMainWithBinaries(t *testing.T) {
+	tests := []struct {
+		name string
+		pkg  string
+		code int
+		ran  bool
+	}{
+		{"builds, runs, cleans up", Pkg("internal/testkit/testdata/hello"), 3, true},
+		{"build error runs nothing", Pkg("internal/testkit/testdata/nosuch"), 1, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var dir string
+			r := &runner{dir: &dir}
+			if code := MainWithBinaries(r, &dir, "testkit-main-", tc.pkg); code != tc.code || r.ran != tc.ran {
+				t.Fatalf("code %d ran %v, want %d %v", code, r.ran, tc.code, tc.ran)
+			}
+			if !tc.ran {
+				return
+			}
+			if r.seen == "" {
+				t.Fatal("dir not set before Run")
+			}
+			if _, err := os.Stat(r.seen); !os.IsNotExist(err) {
+				t.Fatalf("%s not removed: %v", r.seen, err)
+			}
+		})
+	}
+}

@@ -19,17 +19,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := testkit.BuildTemp("", "gompi-e2e-",
+	os.Exit(testkit.MainWithBinaries(m, &binDir, "gompi-e2e-",
 		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
-		testkit.Pkg("test/e2e/progs/rankprog"), testkit.Pkg("examples/hello"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+		testkit.Pkg("test/e2e/progs/rankprog"), testkit.Pkg("examples/hello")))
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }

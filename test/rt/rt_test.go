@@ -25,17 +25,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := testkit.BuildTemp("", "gompi-rt-",
+	os.Exit(testkit.MainWithBinaries(m, &binDir, "gompi-rt-",
 		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
-		testkit.Pkg("test/rt/progs/rtprog"), testkit.Pkg("examples/pi"))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+		testkit.Pkg("test/rt/progs/rtprog"), testkit.Pkg("examples/pi")))
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
