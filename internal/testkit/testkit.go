@@ -107,37 +107,69 @@ func NewMarker(prefix string) string {
 	return fmt.Sprintf("%s-%d-%d", prefix, os.Getpid(), markerSeq.Add(1))
 }
 
+// Proc is what /proc/PID/stat says of a process.
+type Proc struct {
+	Pid, PPid int
+	Comm      string // the command name, without the parentheses
+	State     string // "R", "S", "Z", ...
+}
+
+// Pids lists the processes in /proc.
+func Pids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// ReadProc reads /proc/pid/stat.
+func ReadProc(pid int) (Proc, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return Proc{}, err
+	}
+	return parseStat(pid, b)
+}
+
+// parseStat parses a /proc/PID/stat line: "pid (comm) state ppid ...".
+// The command name may hold spaces and parentheses; it ends at the last ')'.
+func parseStat(pid int, b []byte) (Proc, error) {
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: no command name in %q", pid, b)
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 2 {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: too short: %q", pid, b)
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return Proc{}, fmt.Errorf("/proc/%d/stat: parent %q: %v", pid, f[1], err)
+	}
+	return Proc{Pid: pid, PPid: ppid, Comm: string(b[open+1 : end]), State: f[0]}, nil
+}
+
 // MarkedProcs lists the live processes whose environment holds exactly
 // MarkerVar=marker. Zombies are left out: they are already dead, their
 // parent just has not reaped them.
 func MarkedProcs(marker string) []int {
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
 	needle := []byte("\x00" + MarkerVar + "=" + marker + "\x00")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+	for _, pid := range Pids() {
+		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
 		if err != nil || !bytes.Contains(append(append([]byte{0}, env...), 0), needle) {
 			continue
 		}
-		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && procState(st) == "Z" {
+		if p, err := ReadProc(pid); err == nil && p.State == "Z" {
 			continue
 		}
 		pids = append(pids, pid)
 	}
 	return pids
-}
-
-// procState returns the state field of a /proc/PID/stat line ("R", "S",
-// "Z", ...), or "" if there is none.
-func procState(stat []byte) string {
-	if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 {
-		return f[0]
-	}
-	return ""
 }
 
 // KillMarked sends SIGKILL to every process MarkedProcs(marker) lists.
@@ -231,6 +263,22 @@ func (j *Job) Kill() {
 	if j.Marker != "" {
 		KillMarked(j.Marker)
 	}
+}
+
+// Fataler is the part of testing.TB that MustWait uses.
+type Fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// MustWait is Wait that ends the test t with the error on a timeout.
+func (j *Job) MustWait(t Fataler, limit time.Duration) Result {
+	t.Helper()
+	r, err := j.Wait(limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // Wait waits up to limit for the started job to exit. Past the limit it

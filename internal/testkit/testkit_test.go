@@ -23,7 +23,19 @@ func startSleeper(t *testing.T, env ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return cmd
+	// Start returns once the exec has begun, but the kernel shows the new
+	// environment only a little later: wait for it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "environ"))
+		if err == nil && len(env) > 0 {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sleeper %d shows no environment: %v", cmd.Process.Pid, err)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func TestMarkedProcs(t *testing.T) {
@@ -66,15 +78,15 @@ func TestMarkedProcsSkipsZombies(t *testing.T) {
 	// Not reaped yet: once it has exited it is a zombie.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "stat"))
+		p, err := ReadProc(cmd.Process.Pid)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if procState(st) == "Z" {
+		if p.State == "Z" {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("child never became a zombie: %s", st)
+			t.Fatalf("child never became a zombie: %+v", p)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -83,17 +95,36 @@ func TestMarkedProcsSkipsZombies(t *testing.T) {
 	}
 }
 
-func TestProcState(t *testing.T) {
-	tests := []struct{ stat, want string }{
-		{"12 (sleep) S 1 12 12 0", "S"},
-		{"13 (a) b) Z 1 13", "Z"}, // ')' in the command name
-		{"14 (x y) R 1", "R"},     // space in the command name
-		{"15 (cut)", ""},          // no fields after the name
+func TestParseStat(t *testing.T) {
+	tests := []struct {
+		stat string
+		want Proc
+		err  bool
+	}{
+		{"12 (sleep) S 1 12 12 0", Proc{12, 1, "sleep", "S"}, false},
+		{"13 (a) b) Z 7 13", Proc{13, 7, "a) b", "Z"}, false}, // ')' in the command name
+		{"14 (x y) R 1", Proc{14, 1, "x y", "R"}, false},      // space in the command name
+		{"15 (cut) S", Proc{}, true},                          // no parent
+		{"16 (bad) S x", Proc{}, true},                        // parent not a number
+		{"17 nothing", Proc{}, true},                          // no command name
 	}
 	for _, tc := range tests {
-		if got := procState([]byte(tc.stat)); got != tc.want {
-			t.Errorf("procState(%q) = %q, want %q", tc.stat, got, tc.want)
+		pid, _ := strconv.Atoi(strings.Fields(tc.stat)[0])
+		got, err := parseStat(pid, []byte(tc.stat))
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("parseStat(%q) = %+v, %v; want %+v, error %v", tc.stat, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+func TestReadProc(t *testing.T) {
+	cmd := startSleeper(t)
+	p, err := ReadProc(cmd.Process.Pid)
+	if err != nil || p.Pid != cmd.Process.Pid || p.PPid != os.Getpid() || p.Comm != "sleep" {
+		t.Fatalf("ReadProc = %+v, %v; want sleep, child of %d", p, err, os.Getpid())
+	}
+	if !slices.Contains(Pids(), cmd.Process.Pid) {
+		t.Fatalf("Pids misses %d", cmd.Process.Pid)
 	}
 }
 
@@ -179,6 +210,9 @@ func TestJob(t *testing.T) {
 			}
 			t.Cleanup(j.Kill)
 			r, err := j.Wait(tc.limit)
+			if again := j.MustWait(t, time.Second); !tc.timeout && (again.Stdout != r.Stdout || again.Stderr != r.Stderr || again.Code != r.Code) {
+				t.Fatalf("MustWait after the end: %+v, Wait: %+v", again, r)
+			}
 			if (err != nil) != tc.timeout {
 				t.Fatalf("Wait error %v, want timeout=%v", err, tc.timeout)
 			}

@@ -177,11 +177,7 @@ func startJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string
 // wait waits up to limit for gompiexec to exit.
 func (j *job) wait(limit time.Duration) result {
 	j.t.Helper()
-	r, err := j.Wait(limit)
-	if err != nil {
-		j.t.Fatal(err)
-	}
-	return r
+	return j.MustWait(j.t, limit)
 }
 
 // runJob runs a job to completion and checks nothing of it is left.

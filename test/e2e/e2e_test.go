@@ -55,11 +55,7 @@ func (j *job) startJob() {
 
 func (j *job) wait(limit time.Duration) result {
 	j.t.Helper()
-	r, err := j.Wait(limit)
-	if err != nil {
-		j.t.Fatal(err)
-	}
-	return r
+	return j.MustWait(j.t, limit)
 }
 
 func runJob(t *testing.T, stdin string, args ...string) result {
@@ -73,21 +69,9 @@ func runJob(t *testing.T, stdin string, args ...string) result {
 
 // childrenNamed lists the processes called name whose parent is ppid.
 func childrenNamed(ppid int, name string) []int {
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(st)
-		comm := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && comm == name && f[1] == strconv.Itoa(ppid) {
+	for _, pid := range testkit.Pids() {
+		if p, err := testkit.ReadProc(pid); err == nil && p.Comm == name && p.PPid == ppid {
 			pids = append(pids, pid)
 		}
 	}

@@ -50,9 +50,8 @@ func TestTreeLaunchPlacesEveryRank(t *testing.T) {
 	// Each rank's parent is a proxy; ranks on one host share it.
 	parent := map[string]int{}
 	for _, pid := range ranks {
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		parent[procEnv(pid, "PMI_RANK")+"/"+procEnv(pid, "MPI_LOCALRANKID")] = atoi(f[1])
+		p, _ := testkit.ReadProc(pid)
+		parent[procEnv(pid, "PMI_RANK")+"/"+procEnv(pid, "MPI_LOCALRANKID")] = p.PPid
 	}
 	if parent["0/0"] != parent["1/1"] || parent["5/0"] != parent["6/1"] || parent["2/0"] == parent["3/0"] {
 		t.Fatalf("ranks not grouped by host: %v", parent)
@@ -63,12 +62,6 @@ func TestTreeLaunchPlacesEveryRank(t *testing.T) {
 		t.Fatalf("SIGTERM'd job exited 0")
 	}
 	j.assertNoLeftovers(3 * time.Second)
-}
-
-func atoi(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
-	return n
 }
 
 func TestTreeLaunchOutputStdinAndFences(t *testing.T) {
@@ -132,8 +125,8 @@ func TestTreeMiddleProxyKilledEndsJob(t *testing.T) {
 	var mid int
 	for _, pid := range testkit.MarkedProcs(j.Marker) {
 		if procEnv(pid, "PMI_RANK") == "7" {
-			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			mid = atoi(strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))[1])
+			p, _ := testkit.ReadProc(pid)
+			mid = p.PPid
 		}
 	}
 	if len(childrenNamed(mid, "gompi-proxy")) != 1 {
