@@ -211,8 +211,9 @@ type Job struct {
 	Stdout Buffer
 	Stderr Buffer
 
-	start time.Time
-	done  chan struct{}
+	start   time.Time
+	started bool
+	done    chan struct{}
 }
 
 // NewJob prepares path with args and, unless empty, stdin. A marker
@@ -246,6 +247,7 @@ func (j *Job) StartWith(start func(*exec.Cmd) error) error {
 	if err := start(j.Cmd); err != nil {
 		return err
 	}
+	j.started = true
 	go func() { j.Cmd.Wait(); close(j.done) }()
 	return nil
 }
@@ -254,9 +256,9 @@ func (j *Job) StartWith(start func(*exec.Cmd) error) error {
 func (j *Job) Done() <-chan struct{} { return j.done }
 
 // Kill sends SIGKILL to the job's process group and waits for the job to
-// exit, then kills whatever marked process is left.
+// exit (if it was started), then kills whatever marked process is left.
 func (j *Job) Kill() {
-	if j.Cmd.Process != nil {
+	if j.started {
 		syscall.Kill(-j.Cmd.Process.Pid, syscall.SIGKILL)
 		<-j.done
 	}

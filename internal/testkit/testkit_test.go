@@ -294,3 +294,16 @@ func TestMainWithBinaries(t *testing.T) {
 		})
 	}
 }
+
+func TestJobNotStarted(t *testing.T) {
+	j := NewJob(NewMarker("testkit"), "", "/nonexistent/prog")
+	if err := j.Start(); err == nil {
+		t.Fatal("started a program that does not exist")
+	}
+	j.Kill() // must not wait for an exit that never comes
+	if j := NewJob("", "", "/bin/true"); slices.ContainsFunc(j.Cmd.Env, func(e string) bool {
+		return strings.HasPrefix(e, MarkerVar+"=")
+	}) && os.Getenv(MarkerVar) == "" {
+		t.Fatalf("an empty marker was put in the environment")
+	}
+}
