@@ -335,6 +335,12 @@ func closeAll(client *ssh.Client, via []*ssh.Client) {
 	}
 }
 
+// pastDeadline reports whether ctx has a deadline that has passed.
+func pastDeadline(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
+
 // dialHost connects to one host, retrying refused or reset connections
 // with exponential backoff until ctx (the connect budget) ends.
 func (b *SSH) dialHost(parent, ctx context.Context, t *sshTarget, dial dialer) (*ssh.Client, error) {
@@ -357,7 +363,9 @@ func (b *SSH) dialHost(parent, ctx context.Context, t *sshTarget, dial dialer) (
 			return nil, &AuthError{Host: t.alias, User: t.user, Addr: t.addr, Notes: notes, Err: err}
 		case parent.Err() != nil:
 			return nil, fmt.Errorf("ssh %s (%s): %w", t.alias, t.addr, parent.Err())
-		case ctx.Err() != nil:
+		case ctx.Err() != nil || pastDeadline(ctx):
+			// The dialer stops at ctx's deadline itself ("i/o timeout"),
+			// which can be a moment before ctx reports it is done.
 			return nil, fmt.Errorf("ssh %s (%s): no connection within %v (%d attempts): %w",
 				t.alias, t.addr, b.cfg.ConnectTimeout, attempt, err)
 		}

@@ -8,13 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/internal/mpiexec"
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 // buildProxy builds the real gompi-proxy for the jobs below.
@@ -23,37 +23,19 @@ func buildProxy(t *testing.T) string {
 	if testing.Short() {
 		t.Skip("builds gompi-proxy")
 	}
-	out := filepath.Join(t.TempDir(), "gompi-proxy")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/gompi/gompi/cmd/gompi-proxy")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
+	dir := t.TempDir()
+	if err := testkit.Build(dir, testkit.Pkg("cmd/gompi-proxy")); err != nil {
+		t.Fatal(err)
 	}
-	return out
+	return filepath.Join(dir, "gompi-proxy")
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func sshJob(t *testing.T, srv *launcher.TestSSHServer, proxy string, argv ...string) (mpiexec.Config, *lockedBuf, *lockedBuf) {
+func sshJob(t *testing.T, srv *launcher.TestSSHServer, proxy string, argv ...string) (mpiexec.Config, *testkit.Buffer, *testkit.Buffer) {
 	b, err := launcher.NewSSH(launcher.SSHConfig{Home: srv.Home, AgentSocket: "none", LocalProxy: proxy})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr lockedBuf
+	var stdout, stderr testkit.Buffer
 	return mpiexec.Config{
 		Hosts:    []hostfile.Host{{Name: "node1", Slots: 2}, {Name: "node2", Slots: 2}},
 		Segments: []mpiexec.Segment{{Argv: argv, N: 4, Wdir: t.TempDir()}},
@@ -100,7 +82,7 @@ func TestSSHJobNetworkCut(t *testing.T) {
 	cfg, _, stderr := sshJob(t, srv, proxy, "/bin/sh", "-c", `echo up; exec sleep `+marker)
 	cfg.Grace = 500 * time.Millisecond
 	go func() {
-		for !strings.Contains(cfg.Stdout.(*lockedBuf).String(), "[3] up") {
+		for !strings.Contains(cfg.Stdout.(*testkit.Buffer).String(), "[3] up") {
 			time.Sleep(20 * time.Millisecond)
 		}
 		srv.Freeze()

@@ -26,6 +26,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 // testServer is an in-process SSH server on 127.0.0.1 that runs exec
@@ -371,7 +373,7 @@ func startOK(t *testing.T, b *SSH, spec Spec) Proc {
 func TestSSHStartEcho(t *testing.T) {
 	e := newClientEnv(t)
 	b := e.backend(t, nil)
-	var stderr syncBuffer
+	var stderr testkit.Buffer
 	p := startOK(t, b, Spec{
 		Argv:   []string{"/bin/sh", "-c", `echo "A=$A B=$B" >&2; exec cat`},
 		Env:    []string{"A=1", "B=it's here"},
@@ -397,23 +399,6 @@ func TestSSHStartEcho(t *testing.T) {
 			t.Errorf("unexpected upload: %s", c)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestSSHExitStatusAndKill(t *testing.T) {
@@ -811,7 +796,8 @@ func TestSSHContextCancelsHandshake(t *testing.T) {
 	b := e.backend(t, func(c *SSHConfig) { c.ConnectTimeout = 400 * time.Millisecond })
 	start = time.Now()
 	_, err = b.Start(context.Background(), Spec{Host: "mute", Argv: []string{"/bin/true"}})
-	if err == nil || !strings.Contains(err.Error(), "mute") || time.Since(start) > 2*time.Second {
+	if err == nil || !strings.Contains(err.Error(), "mute") || !strings.Contains(err.Error(), "no connection within 400ms") ||
+		time.Since(start) > 2*time.Second {
 		t.Fatalf("after %v: %v", time.Since(start), err)
 	}
 }

@@ -65,19 +65,19 @@ func TestGoRanksAcrossHosts(t *testing.T) {
 	const n, slots = 6, 2
 	on := placement(c, n, slots)
 	r := runJob(t, c, c.Client, "", "-l", "-hosts", c.HostList(slots), "-n", fmt.Sprint(n), bin("nodeprog"), "where")
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for rk := 0; rk < n; rk++ {
 		right := (rk + 1) % n
 		want := fmt.Sprintf("[%d] rank=%d size=%d local=%d/%d host=%s right=%d@%s\n",
 			rk, rk, n, rk%slots, slots, on[rk].Identity, right, on[right].Identity)
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
-	if lines := strings.Count(r.stdout, "\n"); lines != n {
-		t.Errorf("%d output lines, want %d:\n%s", lines, n, r.stdout)
+	if lines := strings.Count(r.Stdout, "\n"); lines != n {
+		t.Errorf("%d output lines, want %d:\n%s", lines, n, r.Stdout)
 	}
 }
 
@@ -92,20 +92,20 @@ func TestHostfileAndHello(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runJob(t, c, c.Client, "", "-l", "-f", hosts, "-n", "9", bin("hello"))
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for rk := 0; rk < 9; rk++ {
-		if !strings.Contains(r.stdout, fmt.Sprintf("[%d] hello from rank %d of 9 (appnum 0) at ", rk, rk)) {
-			t.Errorf("rank %d missing in\n%s", rk, r.stdout)
+		if !strings.Contains(r.Stdout, fmt.Sprintf("[%d] hello from rank %d of 9 (appnum 0) at ", rk, rk)) {
+			t.Errorf("rank %d missing in\n%s", rk, r.Stdout)
 		}
 	}
 	// Placement from the host file: 3 per host, in order.
 	r = runJob(t, c, c.Client, "", "-f", hosts, "-n", "9", bin("nodeprog"), "where")
 	on := placement(c, 9, 3)
 	for rk := 0; rk < 9; rk++ {
-		if want := fmt.Sprintf("rank=%d size=9 local=%d/3 host=%s ", rk, rk%3, on[rk].Identity); !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in\n%s", want, r.stdout)
+		if want := fmt.Sprintf("rank=%d size=9 local=%d/3 host=%s ", rk, rk%3, on[rk].Identity); !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 }
@@ -124,23 +124,23 @@ func TestMPICHAcrossHosts(t *testing.T) {
 	for _, pmi := range [][]string{nil, {"-pmi-port"}} {
 		args := append(append([]string{}, pmi...), "-hosts", c.HostList(2), "-n", "6", bin("hostring"))
 		r := runJob(t, c, c.Client, "", args...)
-		if r.code != 0 {
-			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", pmi, r.code, r.stdout, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", pmi, r.Code, r.Stdout, r.Stderr)
 		}
-		if !strings.Contains(r.stdout, "ring token 6 sum 15 size 6\n") {
-			t.Fatalf("%v: ring/allreduce wrong:\n%s", pmi, r.stdout)
+		if !strings.Contains(r.Stdout, "ring token 6 sum 15 size 6\n") {
+			t.Fatalf("%v: ring/allreduce wrong:\n%s", pmi, r.Stdout)
 		}
 		for rk := 0; rk < 6; rk++ {
-			if want := fmt.Sprintf("rank %d at %s\n", rk, on[rk].Identity); !strings.Contains(r.stdout, want) {
-				t.Errorf("%v: missing %q in\n%s", pmi, want, r.stdout)
+			if want := fmt.Sprintf("rank %d at %s\n", rk, on[rk].Identity); !strings.Contains(r.Stdout, want) {
+				t.Errorf("%v: missing %q in\n%s", pmi, want, r.Stdout)
 			}
 		}
 	}
 	// MPI_Abort(MPI_COMM_WORLD, 7) on the last rank (third host) while the
 	// others block in a receive: exit 7, the rank and host named.
 	r := runJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("abort"))
-	if want := "rank 5 on " + c.Hosts[2].Name + " called abort with exit code 7"; r.code != 7 || !strings.Contains(r.stderr, want) {
-		t.Fatalf("abort: exit %d, want 7 and %q in stderr:\n%s", r.code, want, r.stderr)
+	if want := "rank 5 on " + c.Hosts[2].Name + " called abort with exit code 7"; r.Code != 7 || !strings.Contains(r.Stderr, want) {
+		t.Fatalf("abort: exit %d, want 7 and %q in stderr:\n%s", r.Code, want, r.Stderr)
 	}
 }
 
@@ -151,17 +151,17 @@ func TestStdinReachesRemoteRankZero(t *testing.T) {
 	h := c.Hosts
 	input := strings.Repeat("0123456789abcdef\n", 6000) // ~100 KB
 	r := runJob(t, c, c.Client, input, "-hosts", h[1].Name+","+h[0].Name+","+h[2].Name, "-n", "3", bin("nodeprog"), "cat")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	if want := fmt.Sprintf("rank 0 on %s read %d bytes\n", h[1].Identity, len(input)); !strings.Contains(r.stdout, want) {
-		t.Fatalf("missing %q in ...%s", want, r.stdout[max(0, len(r.stdout)-300):])
+	if want := fmt.Sprintf("rank 0 on %s read %d bytes\n", h[1].Identity, len(input)); !strings.Contains(r.Stdout, want) {
+		t.Fatalf("missing %q in ...%s", want, r.Stdout[max(0, len(r.Stdout)-300):])
 	}
-	if !strings.Contains(r.stdout, input[:1000]) {
+	if !strings.Contains(r.Stdout, input[:1000]) {
 		t.Fatalf("stdin content not echoed by rank 0")
 	}
 	for rk, host := range map[int]*cluster.Host{1: h[0], 2: h[2]} {
-		if want := fmt.Sprintf("rank %d on %s read 0 bytes\n", rk, host.Identity); !strings.Contains(r.stdout, want) {
+		if want := fmt.Sprintf("rank %d on %s read 0 bytes\n", rk, host.Identity); !strings.Contains(r.Stdout, want) {
 			t.Fatalf("missing %q", want)
 		}
 	}
@@ -172,17 +172,17 @@ func TestStdinReachesRemoteRankZero(t *testing.T) {
 func TestRemoteExitCode(t *testing.T) {
 	c := setup(t)
 	r := runJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("nodeprog"), "exit", "7", "4")
-	if r.code != 7 {
-		t.Fatalf("exit %d, want 7; stderr:\n%s", r.code, r.stderr)
+	if r.Code != 7 {
+		t.Fatalf("exit %d, want 7; stderr:\n%s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{"BAD TERMINATION", "RANK 4", "RUNNING AT " + c.Hosts[2].Name, "EXIT CODE: 7",
 		"rank 4 on " + c.Hosts[2].Identity + " exits with 7"} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	}
-	if r.elapsed > 15*time.Second {
-		t.Errorf("took %s", r.elapsed)
+	if r.Elapsed > 15*time.Second {
+		t.Errorf("took %s", r.Elapsed)
 	}
 }
 
@@ -193,20 +193,20 @@ func TestSignalsReachRemoteRanks(t *testing.T) {
 	c := setup(t)
 	j := startJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "trap")
 	j.waitReady(3)
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGINT)
 	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(j.stdout.String(), " got interrupt\n") < 3 && time.Now().Before(deadline) {
+	for strings.Count(j.Stdout.String(), " got interrupt\n") < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	for rk, h := range c.Hosts {
-		if want := fmt.Sprintf("rank %d on %s got interrupt\n", rk, h.Identity); !strings.Contains(j.stdout.String(), want) {
-			t.Fatalf("missing %q in\n%s\nstderr:\n%s", want, j.stdout.String(), j.stderr.String())
+		if want := fmt.Sprintf("rank %d on %s got interrupt\n", rk, h.Identity); !strings.Contains(j.Stdout.String(), want) {
+			t.Fatalf("missing %q in\n%s\nstderr:\n%s", want, j.Stdout.String(), j.Stderr.String())
 		}
 	}
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGINT)
 	r := j.wait(15 * time.Second)
-	if r.code != 130 {
-		t.Fatalf("exit %d after the second SIGINT, want 130; stderr:\n%s", r.code, r.stderr)
+	if r.Code != 130 {
+		t.Fatalf("exit %d after the second SIGINT, want 130; stderr:\n%s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(5 * time.Second)
 }
@@ -229,18 +229,18 @@ func TestUnreachableHost(t *testing.T) {
 			}
 		})
 		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-		t.Logf("stderr:\n%s", r.stderr)
-		if r.code == 0 || r.elapsed > 12*time.Second {
-			t.Fatalf("exit %d after %s", r.code, r.elapsed)
+		t.Logf("stderr:\n%s", r.Stderr)
+		if r.Code == 0 || r.Elapsed > 12*time.Second {
+			t.Fatalf("exit %d after %s", r.Code, r.Elapsed)
 		}
-		if !strings.Contains(r.stderr, bad.Name) {
-			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.stderr)
+		if !strings.Contains(r.Stderr, bad.Name) {
+			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.Stderr)
 		}
-		if mode.openssh && !strings.Contains(r.stderr, "Connection refused") {
-			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		if mode.openssh && !strings.Contains(r.Stderr, "Connection refused") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
 		}
-		if !mode.openssh && !strings.Contains(r.stderr, bad.Addr+":22): dial tcp "+bad.Addr+":22: connect: connection refused") {
-			t.Errorf("the built-in client should name the address and the refusal:\n%s", r.stderr)
+		if !mode.openssh && !strings.Contains(r.Stderr, bad.Addr+":22): dial tcp "+bad.Addr+":22: connect: connection refused") {
+			t.Errorf("the built-in client should name the address and the refusal:\n%s", r.Stderr)
 		}
 	})
 	t.Run("link down", func(t *testing.T) {
@@ -256,18 +256,18 @@ func TestUnreachableHost(t *testing.T) {
 			}
 		})
 		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-		t.Logf("stderr:\n%s", r.stderr)
-		if r.code == 0 || r.elapsed > 14*time.Second {
-			t.Fatalf("exit %d after %s (connect timeout 10 s)", r.code, r.elapsed)
+		t.Logf("stderr:\n%s", r.Stderr)
+		if r.Code == 0 || r.Elapsed > 14*time.Second {
+			t.Fatalf("exit %d after %s (connect timeout 10 s)", r.Code, r.Elapsed)
 		}
-		if !strings.Contains(r.stderr, bad.Name) {
-			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.stderr)
+		if !strings.Contains(r.Stderr, bad.Name) {
+			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.Stderr)
 		}
-		if mode.openssh && !strings.Contains(r.stderr, "timed out") {
-			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		if mode.openssh && !strings.Contains(r.Stderr, "timed out") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
 		}
-		if !mode.openssh && !strings.Contains(r.stderr, bad.Addr+":22): no connection within 10s") {
-			t.Errorf("the built-in client should name the address and the timeout:\n%s", r.stderr)
+		if !mode.openssh && !strings.Contains(r.Stderr, bad.Addr+":22): no connection within 10s") {
+			t.Errorf("the built-in client should name the address and the timeout:\n%s", r.Stderr)
 		}
 	})
 }
@@ -283,22 +283,22 @@ func TestWrongHostKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-	t.Logf("stderr:\n%s", r.stderr)
-	if r.code == 0 || r.elapsed > 12*time.Second {
-		t.Fatalf("exit %d after %s", r.code, r.elapsed)
+	t.Logf("stderr:\n%s", r.Stderr)
+	if r.Code == 0 || r.Elapsed > 12*time.Second {
+		t.Fatalf("exit %d after %s", r.Code, r.Elapsed)
 	}
-	if !strings.Contains(r.stderr, bad.Name) || !strings.Contains(r.stderr, "known_hosts") {
-		t.Fatalf("stderr does not name %s and known_hosts:\n%s", bad.Name, r.stderr)
+	if !strings.Contains(r.Stderr, bad.Name) || !strings.Contains(r.Stderr, "known_hosts") {
+		t.Fatalf("stderr does not name %s and known_hosts:\n%s", bad.Name, r.Stderr)
 	}
-	if mode.openssh && !strings.Contains(r.stderr, "Host key verification failed") {
-		t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+	if mode.openssh && !strings.Contains(r.Stderr, "Host key verification failed") {
+		t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
 	}
-	if !mode.openssh && (!strings.Contains(r.stderr, "HOST KEY MISMATCH") || !strings.Contains(r.stderr, "ssh-keygen -R")) {
-		t.Errorf("the built-in client should say the key changed and how to fix it:\n%s", r.stderr)
+	if !mode.openssh && (!strings.Contains(r.Stderr, "HOST KEY MISMATCH") || !strings.Contains(r.Stderr, "ssh-keygen -R")) {
+		t.Errorf("the built-in client should say the key changed and how to fix it:\n%s", r.Stderr)
 	}
 	// Nothing may have run on the impostor host at all.
-	if strings.Contains(r.stdout, bad.Identity) {
-		t.Fatalf("a rank ran on the host with the wrong key:\n%s", r.stdout)
+	if strings.Contains(r.Stdout, bad.Identity) {
+		t.Fatalf("a rank ran on the host with the wrong key:\n%s", r.Stdout)
 	}
 }
 
@@ -314,16 +314,16 @@ func TestUnknownHostKey(t *testing.T) {
 	}
 	t.Run("refused", func(t *testing.T) {
 		r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-		t.Logf("stderr:\n%s", r.stderr)
-		if r.code == 0 || r.elapsed > 12*time.Second || !strings.Contains(r.stderr, unknown.Name) {
-			t.Fatalf("exit %d after %s; stderr does not name %s", r.code, r.elapsed, unknown.Name)
+		t.Logf("stderr:\n%s", r.Stderr)
+		if r.Code == 0 || r.Elapsed > 12*time.Second || !strings.Contains(r.Stderr, unknown.Name) {
+			t.Fatalf("exit %d after %s; stderr does not name %s", r.Code, r.Elapsed, unknown.Name)
 		}
-		if mode.openssh && !strings.Contains(r.stderr, "Host key verification failed") {
-			t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+		if mode.openssh && !strings.Contains(r.Stderr, "Host key verification failed") {
+			t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
 		}
-		if !mode.openssh && (!strings.Contains(r.stderr, "unknown host key") || !strings.Contains(r.stderr, cl.KnownHosts) ||
-			!strings.Contains(r.stderr, "-ssh-accept-new")) {
-			t.Errorf("the built-in client should name known_hosts and suggest -ssh-accept-new:\n%s", r.stderr)
+		if !mode.openssh && (!strings.Contains(r.Stderr, "unknown host key") || !strings.Contains(r.Stderr, cl.KnownHosts) ||
+			!strings.Contains(r.Stderr, "-ssh-accept-new")) {
+			t.Errorf("the built-in client should name known_hosts and suggest -ssh-accept-new:\n%s", r.Stderr)
 		}
 	})
 	t.Run("accept-new", func(t *testing.T) {
@@ -331,8 +331,8 @@ func TestUnknownHostKey(t *testing.T) {
 			t.Skip("-ssh-accept-new is the built-in SSH backend's (GOMPI_CLUSTER_LAUNCHER=ssh)")
 		}
 		r := runJob(t, c, cl, "", append([]string{"-ssh-accept-new"}, "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "where")...)
-		if r.code != 0 || !strings.Contains(r.stdout, "host="+unknown.Identity) {
-			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "host="+unknown.Identity) {
+			t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 		}
 		kh, err := os.ReadFile(cl.KnownHosts)
 		if err != nil || !strings.Contains(string(kh), unknown.HostPub) {
@@ -350,21 +350,21 @@ func TestBadCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := runJob(t, c, cl, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-	t.Logf("stderr:\n%s", r.stderr)
-	if r.code == 0 || r.elapsed > 12*time.Second {
-		t.Fatalf("exit %d after %s", r.code, r.elapsed)
+	t.Logf("stderr:\n%s", r.Stderr)
+	if r.Code == 0 || r.Elapsed > 12*time.Second {
+		t.Fatalf("exit %d after %s", r.Code, r.Elapsed)
 	}
-	if !regexp.MustCompile(`\bn[123]\b`).MatchString(r.stderr) {
-		t.Fatalf("stderr names no host:\n%s", r.stderr)
+	if !regexp.MustCompile(`\bn[123]\b`).MatchString(r.Stderr) {
+		t.Fatalf("stderr names no host:\n%s", r.Stderr)
 	}
-	if mode.openssh && !strings.Contains(r.stderr, "Permission denied (publickey)") {
-		t.Errorf("OpenSSH's reason missing:\n%s", r.stderr)
+	if mode.openssh && !strings.Contains(r.Stderr, "Permission denied (publickey)") {
+		t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
 	}
-	if !mode.openssh && (!strings.Contains(r.stderr, "authentication failed") || !strings.Contains(r.stderr, "id_ed25519")) {
-		t.Errorf("the built-in client should say which key root@host refused:\n%s", r.stderr)
+	if !mode.openssh && (!strings.Contains(r.Stderr, "authentication failed") || !strings.Contains(r.Stderr, "id_ed25519")) {
+		t.Errorf("the built-in client should say which key root@host refused:\n%s", r.Stderr)
 	}
-	if strings.Contains(r.stdout, "ready") {
-		t.Fatalf("a rank ran:\n%s", r.stdout)
+	if strings.Contains(r.Stdout, "ready") {
+		t.Fatalf("a rank ran:\n%s", r.Stdout)
 	}
 }
 
@@ -390,12 +390,12 @@ func TestNetworkCut(t *testing.T) {
 	at := time.Now()
 	r := j.wait(30 * time.Second)
 	took := time.Since(at)
-	t.Logf("job ended %s after the cut, exit %d; stderr:\n%s", took.Round(time.Millisecond), r.code, r.stderr)
+	t.Logf("job ended %s after the cut, exit %d; stderr:\n%s", took.Round(time.Millisecond), r.Code, r.Stderr)
 	if took > 15*time.Second {
 		t.Fatalf("job took %s to end after the network cut", took)
 	}
-	if r.code == 0 || !strings.Contains(r.stderr, cut.Name) {
-		t.Fatalf("exit %d; stderr does not name %s", r.code, cut.Name)
+	if r.Code == 0 || !strings.Contains(r.Stderr, cut.Name) {
+		t.Fatalf("exit %d; stderr does not name %s", r.Code, cut.Name)
 	}
 	// The cut-off host cannot be told; its sshd drops the dead session after
 	// ClientAliveInterval x ClientAliveCountMax (2 s x 3), and the proxy,
@@ -417,8 +417,8 @@ func TestLauncherKilled(t *testing.T) {
 		}
 	}
 	at := time.Now()
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
-	<-j.done
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
+	<-j.Done()
 	j.assertNoLeftovers(5 * time.Second)
 	t.Logf("all hosts clean %s after SIGKILL", time.Since(at).Round(time.Millisecond))
 }
@@ -438,12 +438,12 @@ func TestRemoteRankKilled(t *testing.T) {
 	cluster.Kill(ranks[1].PID, syscall.SIGKILL)
 	r := j.wait(15 * time.Second)
 	took := time.Since(at)
-	t.Logf("job ended %s after the kill, exit %d", took.Round(time.Millisecond), r.code)
+	t.Logf("job ended %s after the kill, exit %d", took.Round(time.Millisecond), r.Code)
 	if took > 2*time.Second {
 		t.Fatalf("job took %s to end after a remote rank was SIGKILLed", took)
 	}
-	if r.code != 128+9 || !strings.Contains(r.stderr, "KILLED BY SIGNAL: 9") || !strings.Contains(r.stderr, "RUNNING AT "+victimHost.Name) {
-		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	if r.Code != 128+9 || !strings.Contains(r.Stderr, "KILLED BY SIGNAL: 9") || !strings.Contains(r.Stderr, "RUNNING AT "+victimHost.Name) {
+		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(5 * time.Second)
 }

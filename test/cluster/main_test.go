@@ -1,7 +1,6 @@
 package cluster_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/testkit"
 	"github.com/gompi/gompi/test/cluster"
 )
 
@@ -77,12 +77,9 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	// cluster.New removes the directory if this process dies before its end.
 	os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
-	build := exec.Command("go", "build", "-o", dir+"/",
-		"github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy",
-		"github.com/gompi/gompi/test/cluster/progs/nodeprog", "github.com/gompi/gompi/examples/hello")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
+	if err := testkit.Build(dir, testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
+		testkit.Pkg("test/cluster/progs/nodeprog"), testkit.Pkg("examples/hello")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
@@ -146,74 +143,33 @@ func setup(t *testing.T) *cluster.Cluster {
 	return c
 }
 
-type result struct {
-	stdout, stderr string
-	code           int
-	elapsed        time.Duration
-}
+type result = testkit.Result
 
 // job is one gompiexec run against the cluster. Its marker is in the
 // environment of gompiexec (so of its local ssh agents) and of every rank
 // (-genv), so leftovers are found wherever they run.
 type job struct {
-	t      *testing.T
-	c      *cluster.Cluster
-	cmd    *exec.Cmd
-	marker string
-	stdout syncBuffer
-	stderr syncBuffer
-	start  time.Time
-	done   chan struct{}
+	*testkit.Job
+	t *testing.T
+	c *cluster.Cluster
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var markerSeq int
 
 // startJob starts gompiexec with the mode's launcher arguments for client
 // cl, then args. Ranks run in binDir (the shared filesystem).
 func startJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string, args ...string) *job {
 	t.Helper()
-	markerSeq++
-	marker := fmt.Sprintf("gompi-cluster-test-%d-%d", os.Getpid(), markerSeq)
-	full := append(mode.args(cl), "-genv", "GOMPI_TEST_MARKER", marker, "-proxy-path", bin("gompi-proxy"), "-wdir", binDir)
+	marker := testkit.NewMarker("gompi-cluster-test")
+	full := append(mode.args(cl), "-genv", testkit.MarkerVar, marker, "-proxy-path", bin("gompi-proxy"), "-wdir", binDir)
 	full = append(full, args...)
-	cmd := exec.Command(bin("gompiexec"), full...)
-	cmd.Env = append(os.Environ(), "GOMPI_TEST_MARKER="+marker)
-	cmd.Env = append(cmd.Env, cl.Env()...)
-	j := &job{t: t, c: c, cmd: cmd, marker: marker, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &j.stdout, &j.stderr
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
+	j := &job{Job: testkit.NewJob(marker, stdin, bin("gompiexec"), full...), t: t, c: c}
+	j.Cmd.Env = append(j.Cmd.Env, cl.Env()...)
 	// Pdeathsig: if the test binary dies, so does the job (its hosts are
 	// then cleaned by the next cluster.New).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	j.start = time.Now()
-	if err := launcher.StartLocked(cmd); err != nil {
+	j.Cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := j.StartWith(launcher.StartLocked); err != nil {
 		t.Fatal(err)
 	}
-	go func() { cmd.Wait(); close(j.done) }()
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-j.done
-		killMarked(marker)
-	})
+	t.Cleanup(j.Kill)
 	t.Logf("gompiexec %s", strings.Join(full, " "))
 	return j
 }
@@ -221,14 +177,7 @@ func startJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string
 // wait waits up to limit for gompiexec to exit.
 func (j *job) wait(limit time.Duration) result {
 	j.t.Helper()
-	select {
-	case <-j.done:
-	case <-time.After(limit):
-		syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
-		<-j.done
-		j.t.Fatalf("gompiexec did not finish within %s\nstdout:\n%s\nstderr:\n%s", limit, j.stdout.String(), j.stderr.String())
-	}
-	return result{j.stdout.String(), j.stderr.String(), j.cmd.ProcessState.ExitCode(), time.Since(j.start)}
+	return j.MustWait(j.t, limit)
 }
 
 // runJob runs a job to completion and checks nothing of it is left.
@@ -236,7 +185,7 @@ func runJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string, 
 	t.Helper()
 	j := startJob(t, c, cl, stdin, args...)
 	r := j.wait(60 * time.Second)
-	t.Logf("exit %d after %s", r.code, r.elapsed.Round(time.Millisecond))
+	t.Logf("exit %d after %s", r.Code, r.Elapsed.Round(time.Millisecond))
 	j.assertNoLeftovers(5 * time.Second)
 	return r
 }
@@ -249,16 +198,8 @@ func (j *job) assertNoLeftovers(d time.Duration) {
 	if err := j.c.WaitNoLeftovers(d); err != nil {
 		j.t.Fatal(err)
 	}
-	deadline := time.Now().Add(d)
-	for {
-		left := markedProcs(j.marker)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			j.t.Fatalf("processes of the job still alive after %s: %v", d, left)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if left := testkit.WaitGone(d, func() []int { return testkit.MarkedProcs(j.Marker) }); left != nil {
+		j.t.Fatalf("processes of the job still alive after %s: %v", d, left)
 	}
 }
 
@@ -266,45 +207,15 @@ func (j *job) assertNoLeftovers(d time.Duration) {
 func (j *job) waitReady(n int) {
 	j.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for strings.Count(j.stdout.String(), " ready\n") < n {
+	for strings.Count(j.Stdout.String(), " ready\n") < n {
 		select {
-		case <-j.done:
-			j.t.Fatalf("job ended before %d ranks were ready: stdout %q stderr %q", n, j.stdout.String(), j.stderr.String())
+		case <-j.Done():
+			j.t.Fatalf("job ended before %d ranks were ready: stdout %q stderr %q", n, j.Stdout.String(), j.Stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			j.t.Fatalf("only %d of %d ranks ready: stdout %q stderr %q", strings.Count(j.stdout.String(), " ready\n"), n, j.stdout.String(), j.stderr.String())
+			j.t.Fatalf("only %d of %d ranks ready: stdout %q stderr %q", strings.Count(j.Stdout.String(), " ready\n"), n, j.Stdout.String(), j.Stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// markedProcs lists live processes whose environment carries marker.
-func markedProcs(marker string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	needle := []byte("GOMPI_TEST_MARKER=" + marker + "\x00")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(append(env, 0), needle) {
-			continue
-		}
-		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-func killMarked(marker string) {
-	for _, p := range markedProcs(marker) {
-		syscall.Kill(p, syscall.SIGKILL)
 	}
 }

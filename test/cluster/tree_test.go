@@ -48,15 +48,15 @@ func TestTreeLaunchOverSSH(t *testing.T) {
 		}
 	}
 	r := j.wait(time.Minute)
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for rk := 0; rk < n; rk++ {
 		right := (rk + 1) % n
 		want := fmt.Sprintf("[%d] rank=%d size=%d local=%d/%d host=%s right=%d@%s\n",
 			rk, rk, n, rk%slots, slots, on[rk].Identity, right, on[right].Identity)
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 	j.assertNoLeftovers(5 * time.Second)
@@ -89,25 +89,25 @@ func TestProxyUpload(t *testing.T) {
 	for run := 1; run <= 2; run++ {
 		r := runJob(t, c, c.Client, "", "-proxy-path", "/nonexistent/gompi/bin/gompi-proxy",
 			"-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "where")
-		if r.code != 0 {
-			t.Fatalf("run %d: exit %d\nstdout:\n%s\nstderr:\n%s", run, r.code, r.stdout, r.stderr)
+		if r.Code != 0 {
+			t.Fatalf("run %d: exit %d\nstdout:\n%s\nstderr:\n%s", run, r.Code, r.Stdout, r.Stderr)
 		}
 		for _, h := range c.Hosts {
-			if !strings.Contains(r.stdout, "host="+h.Identity) {
-				t.Fatalf("run %d: no rank ran on %s:\n%s", run, h.Name, r.stdout)
+			if !strings.Contains(r.Stdout, "host="+h.Identity) {
+				t.Fatalf("run %d: no rank ran on %s:\n%s", run, h.Name, r.Stdout)
 			}
 		}
 		fi, err := os.Stat(cached)
 		if err != nil || fi.Mode().Perm()&0o111 == 0 {
 			t.Fatalf("run %d: uploaded proxy %s: %v", run, cached, err)
 		}
-		t.Logf("run %d log:\n%s", run, r.stderr)
+		t.Logf("run %d log:\n%s", run, r.Stderr)
 	}
 	// Without upload the missing proxy is a clear error naming host and path.
 	mode = launchMode{"ssh-no-upload", false, func(*cluster.Client) []string { return []string{"-launcher", "ssh", "-no-proxy-upload"} }}
 	r := runJob(t, c, c.Client, "", "-proxy-path", "/nonexistent/gompi/bin/gompi-proxy", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "where")
-	if r.code == 0 || !strings.Contains(r.stderr, "/nonexistent/gompi/bin/gompi-proxy") || !strings.Contains(r.stderr, "n1") {
-		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "/nonexistent/gompi/bin/gompi-proxy") || !strings.Contains(r.Stderr, "n1") {
+		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -121,16 +121,16 @@ func TestRSHAgentMode(t *testing.T) {
 	const n, slots = 6, 2
 	on := placement(c, n, slots)
 	r := runJob(t, c, c.Client, "", "-l", "-hosts", c.HostList(slots), "-n", fmt.Sprint(n), bin("nodeprog"), "where")
-	if r.code != 0 {
-		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for rk := 0; rk < n; rk++ {
-		if want := fmt.Sprintf("[%d] rank=%d size=%d local=%d/%d host=%s ", rk, rk, n, rk%slots, slots, on[rk].Identity); !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in\n%s", want, r.stdout)
+		if want := fmt.Sprintf("[%d] rank=%d size=%d local=%d/%d host=%s ", rk, rk, n, rk%slots, slots, on[rk].Identity); !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 	r = runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "exit", "5", "2")
-	if r.code != 5 || !strings.Contains(r.stderr, c.Hosts[2].Name) {
-		t.Fatalf("exit %d, want 5 naming %s:\n%s", r.code, c.Hosts[2].Name, r.stderr)
+	if r.Code != 5 || !strings.Contains(r.Stderr, c.Hosts[2].Name) {
+		t.Fatalf("exit %d, want 5 naming %s:\n%s", r.Code, c.Hosts[2].Name, r.Stderr)
 	}
 }

@@ -2,7 +2,6 @@
 package e2e
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,113 +9,53 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gompi-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/",
-		"github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy",
-		"github.com/gompi/gompi/test/e2e/progs/rankprog", "github.com/gompi/gompi/examples/hello")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testkit.MainWithBinaries(m, &binDir, "gompi-e2e-",
+		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
+		testkit.Pkg("test/e2e/progs/rankprog"), testkit.Pkg("examples/hello")))
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
 
-type result struct {
-	stdout, stderr string
-	code           int
-	elapsed        time.Duration
-}
+type result = testkit.Result
 
-// job is a gompiexec run under test; marker tags every rank's environment so
-// leftovers can be found even after they are reparented.
+// job is a gompiexec run under test; its marker tags every rank's
+// environment so leftovers can be found even after they are reparented.
 type job struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	marker string
-	stdout syncBuffer
-	stderr syncBuffer
-	start  time.Time
+	*testkit.Job
+	t *testing.T
 }
-
-// syncBuffer lets tests read output while the job is still writing it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var markerSeq int
 
 func newJob(t *testing.T, stdin string, args ...string) *job {
 	t.Helper()
-	markerSeq++
-	marker := fmt.Sprintf("gompi-test-%d-%d", os.Getpid(), markerSeq)
-	full := append([]string{"-genv", "GOMPI_TEST_MARKER", marker}, args...)
-	cmd := exec.Command(bin("gompiexec"), full...)
+	marker := testkit.NewMarker("gompi-test")
+	full := append([]string{"-genv", testkit.MarkerVar, marker}, args...)
 	// The marker in gompiexec's own environment reaches every proxy too,
 	// including those that proxies start in a launch tree.
-	cmd.Env = append(os.Environ(), "GOMPI_TEST_MARKER="+marker)
-	j := &job{t: t, cmd: cmd, marker: marker}
-	cmd.Stdout, cmd.Stderr = &j.stdout, &j.stderr
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	t.Cleanup(func() { killMarked(marker) })
+	j := &job{Job: testkit.NewJob(marker, stdin, bin("gompiexec"), full...), t: t}
+	t.Cleanup(func() { testkit.KillMarked(marker) })
 	return j
 }
 
 func (j *job) startJob() {
 	j.t.Helper()
-	j.start = time.Now()
-	if err := j.cmd.Start(); err != nil {
+	if err := j.Start(); err != nil {
 		j.t.Fatal(err)
 	}
 }
 
 func (j *job) wait(limit time.Duration) result {
 	j.t.Helper()
-	done := make(chan error, 1)
-	go func() { done <- j.cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(limit):
-		syscall.Kill(-j.cmd.Process.Pid, syscall.SIGKILL)
-		killMarked(j.marker)
-		<-done
-		j.t.Fatalf("gompiexec did not finish within %s\nstdout:\n%s\nstderr:\n%s", limit, j.stdout.String(), j.stderr.String())
-	}
-	return result{j.stdout.String(), j.stderr.String(), j.cmd.ProcessState.ExitCode(), time.Since(j.start)}
+	return j.MustWait(j.t, limit)
 }
 
 func runJob(t *testing.T, stdin string, args ...string) result {
@@ -128,81 +67,34 @@ func runJob(t *testing.T, stdin string, args ...string) result {
 	return r
 }
 
-// markedProcs lists live processes whose environment carries marker.
-func markedProcs(marker string) []int {
-	ents, _ := os.ReadDir("/proc")
-	var pids []int
-	needle := []byte("GOMPI_TEST_MARKER=" + marker + "\x00")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil || !bytes.Contains(append(env, 0), needle) {
-			continue
-		}
-		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil {
-			// Zombies are already dead; their parent just has not reaped them.
-			if f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				continue
-			}
-		}
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-// proxiesOf lists gompi-proxy processes started by the gompiexec with pid.
+// childrenNamed lists the processes called name whose parent is ppid.
 func childrenNamed(ppid int, name string) []int {
-	ents, _ := os.ReadDir("/proc")
 	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(st)
-		comm := s[strings.IndexByte(s, '(')+1 : strings.LastIndexByte(s, ')')]
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 1 && comm == name && f[1] == strconv.Itoa(ppid) {
+	for _, pid := range testkit.Pids() {
+		if p, err := testkit.ReadProc(pid); err == nil && p.Comm == name && p.PPid == ppid {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
 }
 
-func killMarked(marker string) {
-	for _, p := range markedProcs(marker) {
-		syscall.Kill(p, syscall.SIGKILL)
-	}
-}
-
 // assertNoLeftovers fails unless every process of the job is gone within d.
 func (j *job) assertNoLeftovers(d time.Duration) {
 	j.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
+	left := testkit.WaitGone(d, func() []int {
 		var left []int
-		for _, p := range markedProcs(j.marker) {
-			if j.cmd.Process == nil || p != j.cmd.Process.Pid {
+		for _, p := range testkit.MarkedProcs(j.Marker) {
+			if j.Cmd.Process == nil || p != j.Cmd.Process.Pid {
 				left = append(left, p)
 			}
 		}
-		if j.cmd.Process != nil {
-			left = append(left, childrenNamed(j.cmd.Process.Pid, "gompi-proxy")...)
+		if j.Cmd.Process != nil {
+			left = append(left, childrenNamed(j.Cmd.Process.Pid, "gompi-proxy")...)
 		}
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			j.t.Fatalf("processes of the job still alive after %s: %v", d, left)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return left
+	})
+	if left != nil {
+		j.t.Fatalf("processes of the job still alive after %s: %v", d, left)
 	}
 }
 
@@ -212,16 +104,16 @@ func (j *job) waitRanks(n int) []int {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var ranks []int
-		for _, p := range markedProcs(j.marker) {
+		for _, p := range testkit.MarkedProcs(j.Marker) {
 			if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(b)) == "rankprog" {
 				ranks = append(ranks, p)
 			}
 		}
-		if len(ranks) >= n && strings.Count(j.stdout.String(), "ready") >= n {
+		if len(ranks) >= n && strings.Count(j.Stdout.String(), "ready") >= n {
 			return ranks
 		}
 		if time.Now().After(deadline) {
-			j.t.Fatalf("only %d of %d ranks came up; stdout %q stderr %q", len(ranks), n, j.stdout.String(), j.stderr.String())
+			j.t.Fatalf("only %d of %d ranks came up; stdout %q stderr %q", len(ranks), n, j.Stdout.String(), j.Stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -229,13 +121,13 @@ func (j *job) waitRanks(n int) []int {
 
 func TestRankEnvironmentAndOutput(t *testing.T) {
 	r := runJob(t, "", "-genv", "GOMPI_TEST_VAR", "v1", "-n", "4", bin("rankprog"), "env", "a", "b")
-	if r.code != 0 {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	for i := 0; i < 4; i++ {
 		want := fmt.Sprintf("rank=%d size=4 local=%d/4 app=0 args=a,b marker=v1\n", i, i)
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 }
@@ -243,12 +135,12 @@ func TestRankEnvironmentAndOutput(t *testing.T) {
 func TestPrependRankKeepsLinesWhole(t *testing.T) {
 	const lines = 3000
 	r := runJob(t, "", "-l", "-n", "4", bin("rankprog"), "spam", strconv.Itoa(lines))
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	re := regexp.MustCompile(`^\[(\d)\] rank (\d) line (\d+) x+ end$`)
 	next := map[string]int{}
-	out := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	out := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 	for _, l := range out {
 		m := re.FindStringSubmatch(l)
 		if m == nil || m[1] != m[2] {
@@ -272,33 +164,33 @@ func TestOutputIsByteExactWithoutPrefix(t *testing.T) {
 			want = append(want, byte(i))
 		}
 	}
-	if r.stdout != string(want) {
-		t.Fatalf("got %d bytes %q..., want the 1024 raw bytes", len(r.stdout), r.stdout[:min(len(r.stdout), 40)])
+	if r.Stdout != string(want) {
+		t.Fatalf("got %d bytes %q..., want the 1024 raw bytes", len(r.Stdout), r.Stdout[:min(len(r.Stdout), 40)])
 	}
 }
 
 func TestFinalPartialLineFlushed(t *testing.T) {
 	r := runJob(t, "", "-n", "2", "/bin/sh", "-c", `printf "no newline $PMI_RANK"`)
-	if !strings.Contains(r.stdout, "no newline 0") || !strings.Contains(r.stdout, "no newline 1") {
-		t.Fatalf("partial lines lost: %q", r.stdout)
+	if !strings.Contains(r.Stdout, "no newline 0") || !strings.Contains(r.Stdout, "no newline 1") {
+		t.Fatalf("partial lines lost: %q", r.Stdout)
 	}
 	r = runJob(t, "", "-l", "-n", "1", "/bin/sh", "-c", `printf "tail"`)
-	if r.stdout != "[0] tail\n" {
-		t.Fatalf("-l partial line: %q", r.stdout)
+	if r.Stdout != "[0] tail\n" {
+		t.Fatalf("-l partial line: %q", r.Stdout)
 	}
 }
 
 func TestStdinGoesToRankZero(t *testing.T) {
 	input := strings.Repeat("0123456789abcdef\n", 10000)
 	r := runJob(t, input, "-n", "3", bin("rankprog"), "cat")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stdout, fmt.Sprintf("rank 0 read %d bytes", len(input))) {
-		t.Fatalf("rank 0 did not read all of stdin: %q", r.stdout[len(r.stdout)-200:])
+	if !strings.Contains(r.Stdout, fmt.Sprintf("rank 0 read %d bytes", len(input))) {
+		t.Fatalf("rank 0 did not read all of stdin: %q", r.Stdout[len(r.Stdout)-200:])
 	}
 	for _, rk := range []string{"1", "2"} {
-		if !strings.Contains(r.stdout, "rank "+rk+" read 0 bytes") {
+		if !strings.Contains(r.Stdout, "rank "+rk+" read 0 bytes") {
 			t.Fatalf("rank %s should read nothing", rk)
 		}
 	}
@@ -320,14 +212,14 @@ func TestExitCodes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runJob(t, "", tc.args...)
-			if r.code != tc.code {
-				t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			if r.Code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", r.Code, tc.code, r.Stderr)
 			}
-			if tc.summary != "" && (!strings.Contains(r.stderr, "BAD TERMINATION") || !strings.Contains(r.stderr, tc.summary)) {
-				t.Fatalf("summary missing %q:\n%s", tc.summary, r.stderr)
+			if tc.summary != "" && (!strings.Contains(r.Stderr, "BAD TERMINATION") || !strings.Contains(r.Stderr, tc.summary)) {
+				t.Fatalf("summary missing %q:\n%s", tc.summary, r.Stderr)
 			}
-			if r.elapsed > tc.duration {
-				t.Fatalf("took %s", r.elapsed)
+			if r.Elapsed > tc.duration {
+				t.Fatalf("took %s", r.Elapsed)
 			}
 		})
 	}
@@ -335,34 +227,34 @@ func TestExitCodes(t *testing.T) {
 
 func TestPrintAllExitCodes(t *testing.T) {
 	r := runJob(t, "", "-print-all-exitcodes", "-n", "3", "/bin/sh", "-c", `[ $PMI_RANK = 2 ] && sleep 0.5 && exit 5; exit 0`)
-	if r.code != 5 || !strings.Contains(r.stderr, "Exit codes: [localhost] 0:0,1:0,2:5") {
-		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	if r.Code != 5 || !strings.Contains(r.Stderr, "Exit codes: [localhost] 0:0,1:0,2:5") {
+		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 }
 
 func TestMPMD(t *testing.T) {
 	r := runJob(t, "", "-n", "1", bin("rankprog"), "env", "first", ":", "-n", "2", "-env", "GOMPI_TEST_VAR", "seg2", bin("rankprog"), "env", "second")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{
 		"rank=0 size=3 local=0/3 app=0 args=first marker=\n",
 		"rank=1 size=3 local=1/3 app=1 args=second marker=seg2\n",
 		"rank=2 size=3 local=2/3 app=1 args=second marker=seg2\n",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 }
 
 func TestSixtyFourRanksOnTwoCores(t *testing.T) {
 	r := runJob(t, "", "-n", "64", bin("rankprog"), "env")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	for i := 0; i < 64; i++ {
-		if !strings.Contains(r.stdout, fmt.Sprintf("rank=%d size=64 local=%d/64 ", i, i)) {
+		if !strings.Contains(r.Stdout, fmt.Sprintf("rank=%d size=64 local=%d/64 ", i, i)) {
 			t.Fatalf("rank %d missing", i)
 		}
 	}
@@ -387,8 +279,8 @@ func TestCommandLineErrorsStartNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		r := runJob(t, "", tc.args...)
-		if r.code != 255 || !strings.Contains(r.stderr, tc.want) {
-			t.Errorf("%v: exit %d, stderr %q; want 255 and %q", tc.args, r.code, r.stderr, tc.want)
+		if r.Code != 255 || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want 255 and %q", tc.args, r.Code, r.Stderr, tc.want)
 		}
 	}
 }
@@ -396,8 +288,8 @@ func TestCommandLineErrorsStartNothing(t *testing.T) {
 func TestSingleAndDoubleDashLongOptions(t *testing.T) {
 	for _, flag := range []string{"-prepend-rank", "--prepend-rank"} {
 		r := runJob(t, "", flag, "--n", "1", "-genv=GOMPI_TEST_VAR=x", bin("rankprog"), "env")
-		if r.code != 0 || !strings.HasPrefix(r.stdout, "[0] rank=0") || !strings.Contains(r.stdout, "marker=x") {
-			t.Fatalf("%s: exit %d out %q err %q", flag, r.code, r.stdout, r.stderr)
+		if r.Code != 0 || !strings.HasPrefix(r.Stdout, "[0] rank=0") || !strings.Contains(r.Stdout, "marker=x") {
+			t.Fatalf("%s: exit %d out %q err %q", flag, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 }
@@ -420,16 +312,16 @@ func TestHelpAndVersion(t *testing.T) {
 func TestEnvironmentModes(t *testing.T) {
 	t.Setenv("GOMPI_TEST_VAR", "inherited")
 	r := runJob(t, "", "-n", "1", bin("rankprog"), "env")
-	if !strings.Contains(r.stdout, "marker=inherited") {
-		t.Fatalf("-genvall: %q", r.stdout)
+	if !strings.Contains(r.Stdout, "marker=inherited") {
+		t.Fatalf("-genvall: %q", r.Stdout)
 	}
 	r = runJob(t, "", "-genvnone", "-n", "1", bin("rankprog"), "env")
-	if !strings.Contains(r.stdout, "marker=\n") {
-		t.Fatalf("-genvnone: %q", r.stdout)
+	if !strings.Contains(r.Stdout, "marker=\n") {
+		t.Fatalf("-genvnone: %q", r.Stdout)
 	}
 	r = runJob(t, "", "-genvlist", "GOMPI_TEST_VAR", "-n", "1", bin("rankprog"), "env")
-	if !strings.Contains(r.stdout, "marker=inherited") {
-		t.Fatalf("-genvlist: %q", r.stdout)
+	if !strings.Contains(r.Stdout, "marker=inherited") {
+		t.Fatalf("-genvlist: %q", r.Stdout)
 	}
 }
 
@@ -437,19 +329,19 @@ func TestSeveralProxies(t *testing.T) {
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	os.WriteFile(hosts, []byte("# three hosts, forked locally\nnodeA:2\nnodeB slots=1\nnodeC:3\n"), 0o644)
 	r := runJob(t, "", "-launcher", "fork", "-f", hosts, "-n", "6", bin("rankprog"), "env")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{"rank=0 size=6 local=0/2", "rank=1 size=6 local=1/2", "rank=2 size=6 local=0/1",
 		"rank=3 size=6 local=0/3", "rank=5 size=6 local=2/3"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Fatalf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 	// -ppn and -rr change the placement.
 	r = runJob(t, "", "-launcher", "fork", "-hosts", "x,y", "-rr", "-n", "4", bin("rankprog"), "env")
-	if !strings.Contains(r.stdout, "rank=2 size=4 local=1/2") || !strings.Contains(r.stdout, "rank=1 size=4 local=0/2") {
-		t.Fatalf("-rr placement:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "rank=2 size=4 local=1/2") || !strings.Contains(r.Stdout, "rank=1 size=4 local=0/2") {
+		t.Fatalf("-rr placement:\n%s", r.Stdout)
 	}
 }
 
@@ -457,14 +349,14 @@ func TestOneOfSeveralProxiesKilled(t *testing.T) {
 	j := newJob(t, "", "-launcher", "fork", "-hosts", "h1:2,h2:2", "-n", "4", bin("rankprog"), "sleep", "60s")
 	j.startJob()
 	j.waitRanks(4)
-	proxies := childrenNamed(j.cmd.Process.Pid, "gompi-proxy")
+	proxies := childrenNamed(j.Cmd.Process.Pid, "gompi-proxy")
 	if len(proxies) != 2 {
 		t.Fatalf("want 2 proxies, found %v", proxies)
 	}
 	syscall.Kill(proxies[1], syscall.SIGKILL)
 	r := j.wait(10 * time.Second)
-	if r.code == 0 || !strings.Contains(r.stderr, "lost connection to gompi-proxy on h") {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "lost connection to gompi-proxy on h") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }
@@ -472,7 +364,7 @@ func TestOneOfSeveralProxiesKilled(t *testing.T) {
 func TestWorkingDirectory(t *testing.T) {
 	dir := t.TempDir()
 	r := runJob(t, "", "-wdir", dir, "-n", "1", "/bin/sh", "-c", "pwd")
-	if strings.TrimSpace(r.stdout) != dir {
-		t.Fatalf("pwd %q, want %q", r.stdout, dir)
+	if strings.TrimSpace(r.Stdout) != dir {
+		t.Fatalf("pwd %q, want %q", r.Stdout, dir)
 	}
 }

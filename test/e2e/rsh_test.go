@@ -20,13 +20,13 @@ func TestRshAgent(t *testing.T) {
 	}
 	r := runJob(t, "", "-launcher", "rsh", "-launcher-exec", agent, "-hosts", "pod-a:2,pod-b:2",
 		"-proxy-path", bin("gompi-proxy"), "-l", "-n", "4", bin("rankprog"), "env")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	for i, local := range []string{"0/2", "1/2", "0/2", "1/2"} {
 		want := "rank=" + string(rune('0'+i)) + " size=4 local=" + local
-		if !strings.Contains(r.stdout, want) {
-			t.Fatalf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 	b, _ := os.ReadFile(logf)
@@ -39,7 +39,7 @@ func TestRshAgentFailureNamesHost(t *testing.T) {
 	agent := filepath.Join(t.TempDir(), "broken.sh")
 	os.WriteFile(agent, []byte("#!/bin/sh\necho \"cannot reach $1\" >&2\nexit 255\n"), 0o755)
 	r := runJob(t, "", "-launcher-exec", agent, "-hosts", "node9", "-n", "2", "/bin/true")
-	if r.code == 0 || !strings.Contains(r.stderr, "node9") || !strings.Contains(r.stderr, "cannot reach node9") {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "node9") || !strings.Contains(r.Stderr, "cannot reach node9") {
+		t.Fatalf("exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/mpiexec"
+
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 func TestRankKilledEndsJob(t *testing.T) {
@@ -23,8 +25,8 @@ func TestRankKilledEndsJob(t *testing.T) {
 	if d := time.Since(killed); d > 2*time.Second {
 		t.Fatalf("job took %s to end after a rank was SIGKILLed", d)
 	}
-	if r.code != 128+9 || !strings.Contains(r.stderr, "KILLED BY SIGNAL: 9") {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code != 128+9 || !strings.Contains(r.Stderr, "KILLED BY SIGNAL: 9") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }
@@ -33,8 +35,8 @@ func TestLauncherKilledLeavesNoRank(t *testing.T) {
 	j := newJob(t, "", "-n", "4", bin("rankprog"), "sleep", "60s")
 	j.startJob()
 	j.waitRanks(4)
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
-	j.cmd.Wait()
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
+	<-j.Done()
 	j.assertNoLeftovers(2 * time.Second)
 }
 
@@ -42,7 +44,7 @@ func TestProxyKilledEndsJob(t *testing.T) {
 	j := newJob(t, "", "-n", "4", bin("rankprog"), "sleep", "60s")
 	j.startJob()
 	j.waitRanks(4)
-	proxies := childrenNamed(j.cmd.Process.Pid, "gompi-proxy")
+	proxies := childrenNamed(j.Cmd.Process.Pid, "gompi-proxy")
 	if len(proxies) != 1 {
 		t.Fatalf("want 1 proxy, found %v", proxies)
 	}
@@ -52,8 +54,8 @@ func TestProxyKilledEndsJob(t *testing.T) {
 	if d := time.Since(killed); d > 2*time.Second {
 		t.Fatalf("job took %s to end after the proxy was SIGKILLed", d)
 	}
-	if r.code == 0 || !strings.Contains(r.stderr, "lost connection to gompi-proxy on localhost") {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "lost connection to gompi-proxy on localhost") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }
@@ -64,15 +66,15 @@ func TestSignalsReachRanks(t *testing.T) {
 			j := newJob(t, "", "-n", "3", bin("rankprog"), "trap")
 			j.startJob()
 			j.waitRanks(3)
-			syscall.Kill(j.cmd.Process.Pid, sig)
+			syscall.Kill(j.Cmd.Process.Pid, sig)
 			r := j.wait(10 * time.Second)
 			for _, rk := range []string{"0", "1", "2"} {
-				if !strings.Contains(r.stdout, "rank "+rk+" got "+sig.String()) {
-					t.Fatalf("rank %s did not get %v: %q", rk, sig, r.stdout)
+				if !strings.Contains(r.Stdout, "rank "+rk+" got "+sig.String()) {
+					t.Fatalf("rank %s did not get %v: %q", rk, sig, r.Stdout)
 				}
 			}
-			if r.code != 130 {
-				t.Fatalf("exit %d, want the ranks' 130; stderr %s", r.code, r.stderr)
+			if r.Code != 130 {
+				t.Fatalf("exit %d, want the ranks' 130; stderr %s", r.Code, r.Stderr)
 			}
 			j.assertNoLeftovers(2 * time.Second)
 		})
@@ -83,18 +85,18 @@ func TestSecondSIGINTKillsJob(t *testing.T) {
 	j := newJob(t, "", "-n", "2", bin("rankprog"), "trapstay")
 	j.startJob()
 	j.waitRanks(2)
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGINT)
 	deadline := time.Now().Add(5 * time.Second)
-	for strings.Count(j.stdout.String(), "got interrupt") < 2 && time.Now().Before(deadline) {
+	for strings.Count(j.Stdout.String(), "got interrupt") < 2 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGINT)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGINT)
 	r := j.wait(10 * time.Second)
-	if strings.Count(r.stdout, "got interrupt") != 2 {
-		t.Fatalf("first SIGINT not forwarded: %q", r.stdout)
+	if strings.Count(r.Stdout, "got interrupt") != 2 {
+		t.Fatalf("first SIGINT not forwarded: %q", r.Stdout)
 	}
-	if r.code != 128+2 || !strings.Contains(r.stderr, "Ctrl-C caught again") {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code != 128+2 || !strings.Contains(r.Stderr, "Ctrl-C caught again") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }
@@ -105,8 +107,8 @@ func TestTermIgnoredRankIsKilledAfterGrace(t *testing.T) {
 	ranks := j.waitRanks(3)
 	syscall.Kill(ranks[0], syscall.SIGKILL)
 	r := j.wait(10 * time.Second)
-	if r.code != 137 || r.elapsed > 5*time.Second {
-		t.Fatalf("exit %d after %s, stderr %s", r.code, r.elapsed, r.stderr)
+	if r.Code != 137 || r.Elapsed > 5*time.Second {
+		t.Fatalf("exit %d after %s, stderr %s", r.Code, r.Elapsed, r.Stderr)
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }
@@ -121,11 +123,11 @@ func TestTimeout(t *testing.T) {
 		j := newJob(t, "", args...)
 		j.startJob()
 		r := j.wait(15 * time.Second)
-		if r.code != mpiexec.ExitTimeout || !strings.Contains(r.stderr, "APPLICATION TIMED OUT") {
-			t.Fatalf("env=%v: exit %d, stderr %s", viaEnv, r.code, r.stderr)
+		if r.Code != mpiexec.ExitTimeout || !strings.Contains(r.Stderr, "APPLICATION TIMED OUT") {
+			t.Fatalf("env=%v: exit %d, stderr %s", viaEnv, r.Code, r.Stderr)
 		}
-		if r.elapsed < time.Second || r.elapsed > 5*time.Second {
-			t.Fatalf("timeout fired after %s", r.elapsed)
+		if r.Elapsed < time.Second || r.Elapsed > 5*time.Second {
+			t.Fatalf("timeout fired after %s", r.Elapsed)
 		}
 		j.assertNoLeftovers(2 * time.Second)
 	}
@@ -177,17 +179,17 @@ func TestManyJobsNoFDGrowth(t *testing.T) {
 // is frozen with SIGSTOP instead.
 func TestProxyHeartbeatEndsRanksOfSilentLauncher(t *testing.T) {
 	j := newJob(t, "", "-n", "2", bin("rankprog"), "sleep", "60s")
-	j.cmd.Env = append(j.cmd.Env, "GOMPI_PROXY_HEARTBEAT=500ms")
+	j.Cmd.Env = append(j.Cmd.Env, "GOMPI_PROXY_HEARTBEAT=500ms")
 	j.startJob()
 	j.waitRanks(2)
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGSTOP)
-	defer syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGSTOP)
+	defer syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
 	stopped := time.Now()
 	deadline := stopped.Add(10 * time.Second)
 	for {
 		left := 0
-		for _, p := range markedProcs(j.marker) {
-			if p != j.cmd.Process.Pid {
+		for _, p := range testkit.MarkedProcs(j.Marker) {
+			if p != j.Cmd.Process.Pid {
 				left++
 			}
 		}
@@ -200,7 +202,7 @@ func TestProxyHeartbeatEndsRanksOfSilentLauncher(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("proxy and ranks gone %s after the launcher froze", time.Since(stopped).Round(time.Millisecond))
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGCONT)
-	j.cmd.Wait()
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGCONT)
+	<-j.Done()
 }

@@ -15,23 +15,23 @@ func TestTopologySharedWithRanks(t *testing.T) {
 	}
 	script := `echo "file=$HWLOC_XMLFILE this=$HWLOC_THISSYSTEM n=$(grep -c '<topology' "$HWLOC_XMLFILE")"`
 	r := runJob(t, "", "-n", "2", "/bin/sh", "-c", script)
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 2 || lines[0] != lines[1] || !strings.HasSuffix(lines[0], " this=1 n=1") {
-		t.Fatalf("ranks should share one topology file:\n%s", r.stdout)
+		t.Fatalf("ranks should share one topology file:\n%s", r.Stdout)
 	}
 	path := strings.TrimPrefix(strings.Fields(lines[0])[0], "file=")
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		t.Fatalf("topology file %s: %v", path, err)
 	}
 	r = runJob(t, "", "-genv", "HWLOC_XMLFILE", "/mine.xml", "-n", "1", "/bin/sh", "-c", `echo "file=$HWLOC_XMLFILE this=$HWLOC_THISSYSTEM"`)
-	if strings.TrimSpace(r.stdout) != "file=/mine.xml this=" {
-		t.Fatalf("the user's HWLOC_XMLFILE must win: %q", r.stdout)
+	if strings.TrimSpace(r.Stdout) != "file=/mine.xml this=" {
+		t.Fatalf("the user's HWLOC_XMLFILE must win: %q", r.Stdout)
 	}
 	r = runJob(t, "", "-genv", "GOMPI_TOPO", "0", "-n", "1", "/bin/sh", "-c", `echo "file=$HWLOC_XMLFILE"`)
-	if strings.TrimSpace(r.stdout) != "file=" {
-		t.Fatalf("GOMPI_TOPO=0 must turn sharing off: %q", r.stdout)
+	if strings.TrimSpace(r.Stdout) != "file=" {
+		t.Fatalf("GOMPI_TOPO=0 must turn sharing off: %q", r.Stdout)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 // Seven hosts with -fanout 2: gompiexec starts the proxies of h0 and h3;
@@ -30,7 +32,7 @@ func procEnv(pid int, key string) string {
 // proxiesOf lists the live gompi-proxy processes of a job.
 func (j *job) proxies() []int {
 	var out []int
-	for _, p := range markedProcs(j.marker) {
+	for _, p := range testkit.MarkedProcs(j.Marker) {
 		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", p)); strings.TrimSpace(string(b)) == "gompi-proxy" {
 			out = append(out, p)
 		}
@@ -42,54 +44,47 @@ func TestTreeLaunchPlacesEveryRank(t *testing.T) {
 	j := newJob(t, "", "-launcher", "fork", "-hosts", treeHosts, "-fanout", "2", "-n", "9", bin("rankprog"), "sleep", "60s")
 	j.startJob()
 	ranks := j.waitRanks(9)
-	if all, direct := j.proxies(), childrenNamed(j.cmd.Process.Pid, "gompi-proxy"); len(all) != 7 || len(direct) != 2 {
+	if all, direct := j.proxies(), childrenNamed(j.Cmd.Process.Pid, "gompi-proxy"); len(all) != 7 || len(direct) != 2 {
 		t.Fatalf("want 7 proxies, 2 of them started by gompiexec; have %d and %d", len(all), len(direct))
 	}
 	// Each rank's parent is a proxy; ranks on one host share it.
 	parent := map[string]int{}
 	for _, pid := range ranks {
-		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
-		parent[procEnv(pid, "PMI_RANK")+"/"+procEnv(pid, "MPI_LOCALRANKID")] = atoi(f[1])
+		p, _ := testkit.ReadProc(pid)
+		parent[procEnv(pid, "PMI_RANK")+"/"+procEnv(pid, "MPI_LOCALRANKID")] = p.PPid
 	}
 	if parent["0/0"] != parent["1/1"] || parent["5/0"] != parent["6/1"] || parent["2/0"] == parent["3/0"] {
 		t.Fatalf("ranks not grouped by host: %v", parent)
 	}
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGTERM)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGTERM)
 	r := j.wait(15 * time.Second)
-	if r.code == 0 {
+	if r.Code == 0 {
 		t.Fatalf("SIGTERM'd job exited 0")
 	}
 	j.assertNoLeftovers(3 * time.Second)
 }
 
-func atoi(s string) int {
-	var n int
-	fmt.Sscan(s, &n)
-	return n
-}
-
 func TestTreeLaunchOutputStdinAndFences(t *testing.T) {
 	r := runJob(t, "", "-launcher", "fork", "-hosts", treeHosts, "-fanout", "2", "-l", "-n", "9", bin("rankprog"), "env")
-	if r.code != 0 {
-		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{"[0] rank=0 size=9 local=0/2", "[1] rank=1 size=9 local=1/2", "[4] rank=4 size=9 local=0/1",
 		"[5] rank=5 size=9 local=0/2", "[6] rank=6 size=9 local=1/2", "[8] rank=8 size=9 local=0/1"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Fatalf("missing %q in\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
 	input := strings.Repeat("tree stdin\n", 5000)
 	r = runJob(t, input, "-launcher", "fork", "-hosts", treeHosts, "-fanout", "2", "-n", "9", bin("rankprog"), "cat")
-	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("rank 0 read %d bytes", len(input))) ||
-		!strings.Contains(r.stdout, "rank 8 read 0 bytes") {
-		t.Fatalf("exit %d, stdout tail %q, stderr %s", r.code, tail(r.stdout), r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("rank 0 read %d bytes", len(input))) ||
+		!strings.Contains(r.Stdout, "rank 8 read 0 bytes") {
+		t.Fatalf("exit %d, stdout tail %q, stderr %s", r.Code, tail(r.Stdout), r.Stderr)
 	}
 	// The Go PMI client fences and reads every rank's key through the tree.
 	r = runJob(t, "", "-launcher", "fork", "-hosts", treeHosts, "-fanout", "2", "-n", "9", bin("hello"))
-	if r.code != 0 || strings.Count(r.stdout, "hello from rank") != 9 || !strings.Contains(r.stdout, "rank 8 of 9") {
-		t.Fatalf("hello over a tree: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || strings.Count(r.Stdout, "hello from rank") != 9 || !strings.Contains(r.Stdout, "rank 8 of 9") {
+		t.Fatalf("hello over a tree: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -116,8 +111,8 @@ func TestTreeDeepRankKilledEndsJob(t *testing.T) {
 	if d := time.Since(killed); d > 2*time.Second {
 		t.Fatalf("job took %s to end after a deep rank was SIGKILLed", d)
 	}
-	if r.code != 128+9 || !strings.Contains(r.stderr, "KILLED BY SIGNAL: 9") || !strings.Contains(r.stderr, "h6") {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code != 128+9 || !strings.Contains(r.Stderr, "KILLED BY SIGNAL: 9") || !strings.Contains(r.Stderr, "h6") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(3 * time.Second)
 }
@@ -128,10 +123,10 @@ func TestTreeMiddleProxyKilledEndsJob(t *testing.T) {
 	j.waitRanks(9)
 	// h5 is started by h3's proxy and starts h6's: find it by its rank's parent.
 	var mid int
-	for _, pid := range markedProcs(j.marker) {
+	for _, pid := range testkit.MarkedProcs(j.Marker) {
 		if procEnv(pid, "PMI_RANK") == "7" {
-			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-			mid = atoi(strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))[1])
+			p, _ := testkit.ReadProc(pid)
+			mid = p.PPid
 		}
 	}
 	if len(childrenNamed(mid, "gompi-proxy")) != 1 {
@@ -143,8 +138,8 @@ func TestTreeMiddleProxyKilledEndsJob(t *testing.T) {
 	if d := time.Since(killed); d > 3*time.Second {
 		t.Fatalf("job took %s to end after a middle proxy was SIGKILLed", d)
 	}
-	if r.code == 0 || !strings.Contains(r.stderr, "lost connection to gompi-proxy on h5") {
-		t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+	if r.Code == 0 || !strings.Contains(r.Stderr, "lost connection to gompi-proxy on h5") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(3 * time.Second)
 }
@@ -153,7 +148,7 @@ func TestTreeLauncherKilledLeavesNothing(t *testing.T) {
 	j := newJob(t, "", "-launcher", "fork", "-hosts", treeHosts, "-fanout", "2", "-n", "9", bin("rankprog"), "sleep", "60s")
 	j.startJob()
 	j.waitRanks(9)
-	syscall.Kill(j.cmd.Process.Pid, syscall.SIGKILL)
-	j.cmd.Wait()
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
+	<-j.Done()
 	j.assertNoLeftovers(3 * time.Second)
 }

@@ -3,16 +3,15 @@
 package mpich
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 var (
@@ -53,9 +52,8 @@ func setup(dir string) error {
 		mpiexec = strings.Fields(m)
 		return nil
 	}
-	b, err := exec.Command("go", "build", "-o", dir+"/", "github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("building gompiexec: %v\n%s", err, b)
+	if err := testkit.Build(dir, testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy")); err != nil {
+		return err
 	}
 	mpiexec = []string{filepath.Join(dir, "gompiexec")}
 	return nil
@@ -79,22 +77,15 @@ type run struct {
 
 func launch(t *testing.T, args ...string) run {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, mpiexec[0], append(mpiexec[1:], args...)...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("%v hung; output %q %q", args, o.String(), e.String())
+	j := testkit.NewJob("", "", mpiexec[0], append(mpiexec[1:], args...)...)
+	if err := j.Start(); err != nil {
+		t.Fatal(err)
 	}
-	code := 0
+	r, err := j.Wait(90 * time.Second)
 	if err != nil {
-		code = cmd.ProcessState.ExitCode()
+		t.Fatalf("%v hung; output %q %q", args, r.Stdout, r.Stderr)
 	}
-	return run{o.String(), e.String(), code}
+	return run{r.Stdout, r.Stderr, r.Code}
 }
 
 func prog(name string) string { return filepath.Join(progDir, name) }

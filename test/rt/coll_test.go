@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 // The collectives' programs and the examples that use them, built once
@@ -26,14 +28,8 @@ var (
 func collBins(t *testing.T) {
 	t.Helper()
 	collBuild.Do(func() {
-		cmd := exec.Command("go", "build", "-o", binDir+"/",
-			"github.com/gompi/gompi/test/rt/progs/collprog",
-			"github.com/gompi/gompi/examples/tutorial",
-			"github.com/gompi/gompi/examples/ringpipe")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			collBuildErr = fmt.Errorf("%v\n%s", err, out)
-		}
+		collBuildErr = testkit.Build(binDir, testkit.Pkg("test/rt/progs/collprog"),
+			testkit.Pkg("examples/tutorial"), testkit.Pkg("examples/ringpipe"))
 	})
 	if collBuildErr != nil {
 		t.Fatal(collBuildErr)

@@ -18,29 +18,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/internal/testkit"
 	"github.com/gompi/gompi/pmi"
 )
 
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gompi-rt-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	build := exec.Command("go", "build", "-o", dir+"/",
-		"github.com/gompi/gompi/cmd/gompiexec", "github.com/gompi/gompi/cmd/gompi-proxy",
-		"github.com/gompi/gompi/test/rt/progs/rtprog", "github.com/gompi/gompi/examples/pi")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building binaries:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testkit.MainWithBinaries(m, &binDir, "gompi-rt-",
+		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
+		testkit.Pkg("test/rt/progs/rtprog"), testkit.Pkg("examples/pi")))
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
