@@ -140,32 +140,9 @@ func checkOp[T Number](op Op) error {
 }
 
 // combine sets inout[i] = in[i] ∘ inout[i] (in from lower ranks).
-func combine[T Number](op Op, in, inout []T) {
-	in = in[:len(inout)]
-	switch op.d.code {
-	case opSum:
-		for i := range inout {
-			inout[i] = in[i] + inout[i]
-		}
-	case opProd:
-		for i := range inout {
-			inout[i] = in[i] * inout[i]
-		}
-	case opMin:
-		for i := range inout {
-			inout[i] = min(in[i], inout[i])
-		}
-	case opMax:
-		for i := range inout {
-			inout[i] = max(in[i], inout[i])
-		}
-	default:
-		op.d.fn.(func(in, inout []T))(in, inout)
-	}
-}
+func combine[T Number](op Op, in, inout []T) { combineInto(op, in, inout, inout) }
 
-// combineInto sets out = in ∘ local element-wise (combine with the result
-// in a third slice; local may be out).
+// combineInto sets out = in ∘ local element-wise (local may be out).
 func combineInto[T Number](op Op, in, local, out []T) {
 	in, local = in[:len(out)], local[:len(out)]
 	switch op.d.code {
@@ -189,7 +166,7 @@ func combineInto[T Number](op Op, in, local, out []T) {
 		if !sameSlice(local, out) {
 			copy(out, local)
 		}
-		combine(op, in, out)
+		op.d.fn.(func(in, inout []T))(in, out)
 	}
 }
 

@@ -416,15 +416,11 @@ func (p *proc) dispatch(pe *peer, l link, h header, r *bufio.Reader) error {
 			p.acceptRTS(op, m, false)
 		}
 	case frameCTS:
-		pe.mu.Lock()
-		s := pe.sends[h.ID]
-		delete(pe.sends, h.ID)
-		pe.mu.Unlock()
+		s := pe.takeSend(h.ID)
 		if s == nil {
 			return fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
 		}
-		l.send(&outFrame{h: header{Type: frameData, Ctx: h.Ctx, Len: uint64(len(s.payload)), ID: h.ID},
-			payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
+		streamData(l, h.Ctx, h.ID, s)
 	case frameData:
 		pe.mu.Lock()
 		op := pe.rdv[h.ID]

@@ -175,13 +175,9 @@ type shmLink struct {
 
 	noCMA atomic.Bool // the peer could not read our memory: stream instead
 
-	mu       sync.Mutex
-	queue    []*outFrame
-	kick     chan struct{}
-	closed   bool
-	byeQueue bool
-	wdone    chan struct{} // closed when the writer exits
-	timer    *time.Timer   // ends the link at the shutdown deadline
+	frameQueue
+	wdone chan struct{} // closed when the writer exits
+	timer *time.Timer   // ends the link at the shutdown deadline
 
 	// Receiving turns (see help): rx is held by whoever consumes the ring;
 	// helpers counts goroutines that want it; idleCancel ends readLoop's
@@ -206,7 +202,7 @@ type shmLink struct {
 }
 
 func newShmLink(p *proc, pe *peer) *shmLink {
-	l := &shmLink{p: p, pe: pe, kick: make(chan struct{}, 1), wdone: make(chan struct{}), resume: make(chan struct{}, 1)}
+	l := &shmLink{p: p, pe: pe, frameQueue: frameQueue{kick: make(chan struct{}, 1)}, wdone: make(chan struct{}), resume: make(chan struct{}, 1)}
 	l.lctx, l.cancel = context.WithCancel(context.Background())
 	l.dstFn = l.dst
 	return l
@@ -281,19 +277,8 @@ func (l *shmLink) sendSoon(f *outFrame) {
 
 // send queues f for the writer goroutine (link interface).
 func (l *shmLink) send(f *outFrame) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		if f.done != nil {
-			f.done(l.failure(shm.ErrClosed))
-		}
-		return
-	}
-	l.queue = append(l.queue, f)
-	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	if !l.push(f) && f.done != nil {
+		f.done(l.failure(shm.ErrClosed))
 	}
 }
 
@@ -307,10 +292,7 @@ func (l *shmLink) writeLoop() {
 			l.drain(nil, l.failure(l.lctx.Err()))
 			return
 		}
-		l.mu.Lock()
-		q := l.queue
-		l.queue = nil
-		l.mu.Unlock()
+		q := l.take()
 		for i, f := range q {
 			err := l.sendNow(&f.h, f.payload)
 			if f.done != nil {
@@ -324,19 +306,6 @@ func (l *shmLink) writeLoop() {
 				l.drain(q[i+1:], l.failure(shm.ErrClosed))
 				return
 			}
-		}
-	}
-}
-
-func (l *shmLink) drain(q []*outFrame, err error) {
-	l.mu.Lock()
-	l.closed = true
-	q = append(q, l.queue...)
-	l.queue = nil
-	l.mu.Unlock()
-	for _, f := range q {
-		if f.done != nil {
-			f.done(err)
 		}
 	}
 }
@@ -604,10 +573,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 	case frameCTS:
 		// The peer streams: either it asked for it, or our CMA RTS
 		// could not be read (then stop offering CMA to this peer).
-		pe.mu.Lock()
-		s := pe.sends[h.ID]
-		delete(pe.sends, h.ID)
-		pe.mu.Unlock()
+		s := pe.takeSend(h.ID)
 		if s == nil {
 			l.rxErr = fmt.Errorf("%w: cts for unknown id %d", errFrame, h.ID)
 			return 0, l.rxErr
@@ -616,13 +582,9 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 			l.noCMA.Store(true)
 		}
 		p.shm.streamRdv.Add(1)
-		l.send(&outFrame{h: header{Type: frameData, Ctx: h.Ctx, Len: uint64(len(s.payload)), ID: h.ID},
-			payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
+		streamData(l, h.Ctx, h.ID, s)
 	case frameFin:
-		pe.mu.Lock()
-		s := pe.sends[h.ID]
-		delete(pe.sends, h.ID)
-		pe.mu.Unlock()
+		s := pe.takeSend(h.ID)
 		if s == nil {
 			l.rxErr = fmt.Errorf("%w: fin for unknown id %d", errFrame, h.ID)
 			return 0, l.rxErr

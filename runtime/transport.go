@@ -57,6 +57,72 @@ type sendOp struct {
 	cma     bool // offered for process_vm_readv (shared-memory links)
 }
 
+// takeSend removes and returns the rendezvous send with id (nil if none).
+func (pe *peer) takeSend(id uint64) *sendOp {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	s := pe.sends[id]
+	delete(pe.sends, id)
+	return s
+}
+
+// streamData answers a CTS for s: its payload goes as one DATA frame on l,
+// and the send completes when that frame is written.
+func streamData(l link, ctx uint32, id uint64, s *sendOp) {
+	l.send(&outFrame{h: header{Type: frameData, Ctx: ctx, Len: uint64(len(s.payload)), ID: id},
+		payload: s.payload, done: func(err error) { s.req.complete(Status{}, err) }})
+}
+
+// frameQueue holds a link's frames for its writer goroutine; both link
+// kinds embed it.
+type frameQueue struct {
+	mu       sync.Mutex
+	queue    []*outFrame
+	kick     chan struct{} // cap 1: the writer has work
+	closed   bool          // no more frames accepted
+	byeQueue bool          // BYE is queued
+}
+
+// push queues f and wakes the writer; false if the link is closed.
+func (q *frameQueue) push(f *outFrame) bool {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return false
+	}
+	q.queue = append(q.queue, f)
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// take returns the queued frames for the writer to send.
+func (q *frameQueue) take() []*outFrame {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f := q.queue
+	q.queue = nil
+	return f
+}
+
+// drain stops the link accepting frames and fails rest and every frame
+// still queued with err.
+func (q *frameQueue) drain(rest []*outFrame, err error) {
+	q.mu.Lock()
+	q.closed = true
+	rest = append(rest, q.queue...)
+	q.queue = nil
+	q.mu.Unlock()
+	for _, f := range rest {
+		if f.done != nil {
+			f.done(err)
+		}
+	}
+}
+
 func newPeer(rank int) *peer {
 	return &peer{rank: rank, ready: make(chan struct{}), sends: map[uint64]*sendOp{}, rdv: map[uint64]*recvOp{}}
 }
@@ -385,11 +451,7 @@ type tcpLink struct {
 	pe   *peer
 	conn net.Conn
 
-	mu       sync.Mutex
-	queue    []*outFrame
-	kick     chan struct{} // cap 1: the writer has work
-	closed   bool          // no more frames accepted
-	byeQueue bool          // BYE is queued
+	frameQueue
 	dead     chan struct{} // closed by close()
 	deadOnce sync.Once
 	alive    atomic.Int32 // running loops; the last one out closes conn
@@ -405,7 +467,7 @@ func newTCPLink(p *proc, pe *peer, conn net.Conn) *tcpLink {
 		// Keepalive notices a peer whose host vanished without closing.
 		tc.SetKeepAliveConfig(net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3})
 	}
-	l := &tcpLink{p: p, pe: pe, conn: conn, kick: make(chan struct{}, 1), dead: make(chan struct{})}
+	l := &tcpLink{p: p, pe: pe, conn: conn, frameQueue: frameQueue{kick: make(chan struct{}, 1)}, dead: make(chan struct{})}
 	l.alive.Store(2)
 	return l
 }
@@ -419,19 +481,8 @@ func (l *tcpLink) loopDone() {
 }
 
 func (l *tcpLink) send(f *outFrame) {
-	l.mu.Lock()
-	if l.closed {
-		l.mu.Unlock()
-		if f.done != nil {
-			f.done(l.failure())
-		}
-		return
-	}
-	l.queue = append(l.queue, f)
-	l.mu.Unlock()
-	select {
-	case l.kick <- struct{}{}:
-	default:
+	if !l.push(f) && f.done != nil {
+		f.done(l.failure())
 	}
 }
 
@@ -478,10 +529,7 @@ func (l *tcpLink) writeLoop() {
 			l.drain(nil, l.failure())
 			return
 		}
-		l.mu.Lock()
-		q := l.queue
-		l.queue = nil
-		l.mu.Unlock()
+		q := l.take()
 		for i, f := range q {
 			f.h.encode(hb[:])
 			bufs := net.Buffers{hb[:]}
@@ -503,21 +551,6 @@ func (l *tcpLink) writeLoop() {
 				l.drain(q[i+1:], l.failure())
 				return
 			}
-		}
-	}
-}
-
-// drain stops the link accepting frames and fails q and every frame still
-// queued with err.
-func (l *tcpLink) drain(q []*outFrame, err error) {
-	l.mu.Lock()
-	l.closed = true
-	q = append(q, l.queue...)
-	l.queue = nil
-	l.mu.Unlock()
-	for _, f := range q {
-		if f.done != nil {
-			f.done(err)
 		}
 	}
 }
