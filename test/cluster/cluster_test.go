@@ -219,57 +219,47 @@ func TestSignalsReachRemoteRanks(t *testing.T) {
 func TestUnreachableHost(t *testing.T) {
 	c := setup(t)
 	bad := c.Hosts[1]
-	t.Run("no sshd", func(t *testing.T) {
-		if err := bad.StopSSHD(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := bad.StartSSHD(); err != nil {
-				t.Error(err)
+	for _, tc := range []struct {
+		name          string
+		slow          bool // waits for the 10 s connect timeout
+		breakIt, mend func() error
+		limit         time.Duration
+		openssh       string // OpenSSH's reason
+		builtin       string // the built-in client's, after the address
+	}{
+		{"no sshd", false, bad.StopSSHD, bad.StartSSHD, 12 * time.Second,
+			"Connection refused", ":22): dial tcp " + bad.Addr + ":22: connect: connection refused"},
+		{"link down", true, bad.CutLink, bad.RestoreLink, 14 * time.Second,
+			"timed out", ":22): no connection within 10s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.slow && testing.Short() {
+				t.Skip("waits for the 10 s connect timeout")
+			}
+			if err := tc.breakIt(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if err := tc.mend(); err != nil {
+					t.Error(err)
+				}
+			})
+			r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
+			t.Logf("stderr:\n%s", r.Stderr)
+			if r.Code == 0 || r.Elapsed > tc.limit {
+				t.Fatalf("exit %d after %s (limit %s)", r.Code, r.Elapsed, tc.limit)
+			}
+			if !strings.Contains(r.Stderr, bad.Name) {
+				t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.Stderr)
+			}
+			if mode.openssh && !strings.Contains(r.Stderr, tc.openssh) {
+				t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
+			}
+			if !mode.openssh && !strings.Contains(r.Stderr, bad.Addr+tc.builtin) {
+				t.Errorf("the built-in client should name the address and the reason:\n%s", r.Stderr)
 			}
 		})
-		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-		t.Logf("stderr:\n%s", r.Stderr)
-		if r.Code == 0 || r.Elapsed > 12*time.Second {
-			t.Fatalf("exit %d after %s", r.Code, r.Elapsed)
-		}
-		if !strings.Contains(r.Stderr, bad.Name) {
-			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.Stderr)
-		}
-		if mode.openssh && !strings.Contains(r.Stderr, "Connection refused") {
-			t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
-		}
-		if !mode.openssh && !strings.Contains(r.Stderr, bad.Addr+":22): dial tcp "+bad.Addr+":22: connect: connection refused") {
-			t.Errorf("the built-in client should name the address and the refusal:\n%s", r.Stderr)
-		}
-	})
-	t.Run("link down", func(t *testing.T) {
-		if testing.Short() {
-			t.Skip("waits for the 10 s connect timeout")
-		}
-		if err := bad.CutLink(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := bad.RestoreLink(); err != nil {
-				t.Error(err)
-			}
-		})
-		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "sleep", "30s")
-		t.Logf("stderr:\n%s", r.Stderr)
-		if r.Code == 0 || r.Elapsed > 14*time.Second {
-			t.Fatalf("exit %d after %s (connect timeout 10 s)", r.Code, r.Elapsed)
-		}
-		if !strings.Contains(r.Stderr, bad.Name) {
-			t.Fatalf("stderr does not name %s:\n%s", bad.Name, r.Stderr)
-		}
-		if mode.openssh && !strings.Contains(r.Stderr, "timed out") {
-			t.Errorf("OpenSSH's reason missing:\n%s", r.Stderr)
-		}
-		if !mode.openssh && !strings.Contains(r.Stderr, bad.Addr+":22): no connection within 10s") {
-			t.Errorf("the built-in client should name the address and the timeout:\n%s", r.Stderr)
-		}
-	})
+	}
 }
 
 // TestWrongHostKey: the client's known_hosts has another key for one host;
