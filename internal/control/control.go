@@ -16,6 +16,7 @@ import (
 
 	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/pmi"
+	"github.com/hashicorp/yamux"
 )
 
 // Version is checked in the Job message; proxies refuse other versions.
@@ -270,4 +271,33 @@ func (c *Conn) Recv() (Frame, error) {
 	default:
 		return Frame{}, fmt.Errorf("control: unknown frame type %d", hdr[0])
 	}
+}
+
+// OpenSession is the launcher side of a proxy's session (gompiexec, or a
+// proxy starting proxies below it in a tree): a yamux client over rw, its
+// control stream, and the job as the first message. Keepalives are off on
+// this side: the transport or the proxy's heartbeat reports loss. On error
+// nothing is left open but rw, which the caller owns.
+func OpenSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error) {
+	ycfg := yamux.DefaultConfig()
+	ycfg.LogOutput = io.Discard
+	ycfg.EnableKeepAlive = false
+	sess, err := yamux.Client(rw, ycfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := sess.Open()
+	if err == nil {
+		_, err = st.Write([]byte{StreamControl})
+	}
+	if err != nil {
+		sess.Close()
+		return nil, nil, fmt.Errorf("control stream: %w", err)
+	}
+	conn := NewConn(st)
+	if err := conn.Send(Msg{T: MsgJob, Host: job.Index, Job: job}); err != nil {
+		sess.Close()
+		return nil, nil, fmt.Errorf("send job: %w", err)
+	}
+	return sess, conn, nil
 }

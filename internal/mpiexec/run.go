@@ -134,8 +134,7 @@ type rankState struct {
 type proxyConn struct {
 	index int   // host index
 	hosts []int // every host of its subtree, itself first
-	proc  launcher.Proc
-	rec   *recordingProc
+	proc  *recordingProc
 	sess  *yamux.Session
 	conn  *control.Conn
 	out   outbox
@@ -227,19 +226,18 @@ type job struct {
 	proxyError string
 }
 
-func newJobID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+func newJobID() string { return randomHex(8) }
+
+// randomHex is n random bytes, hex-encoded.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // newJobSecret is the per-job secret every rank gets as GOMPI_JOB_SECRET:
 // the Go runtime authenticates connections between ranks with it.
-func newJobSecret() string {
-	var b [32]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newJobSecret() string { return randomHex(32) }
 
 func (j *job) run(ctx context.Context) (int, error) {
 	cfg := j.cfg
@@ -357,30 +355,12 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 		return nil, err
 	}
 	proc := &recordingProc{Proc: started}
-	ycfg := yamux.DefaultConfig()
-	ycfg.LogOutput = io.Discard
-	ycfg.EnableKeepAlive = false
-	sess, err := yamux.Client(proc, ycfg)
+	sess, conn, err := control.OpenSession(proc, jb)
 	if err != nil {
 		proc.Kill()
 		return nil, err
 	}
-	st, err := sess.Open()
-	if err == nil {
-		_, err = st.Write([]byte{control.StreamControl})
-	}
-	if err != nil {
-		sess.Close()
-		proc.Kill()
-		return nil, fmt.Errorf("control stream: %w", err)
-	}
-	p := &proxyConn{index: jb.Index, proc: proc, rec: proc, sess: sess, conn: control.NewConn(st)}
-	if err := p.conn.Send(control.Msg{T: control.MsgJob, Job: jb}); err != nil {
-		sess.Close()
-		proc.Kill()
-		return nil, fmt.Errorf("send job: %w", err)
-	}
-	return p, nil
+	return &proxyConn{index: jb.Index, proc: proc, sess: sess, conn: conn}, nil
 }
 
 // readProxy delivers one proxy's frames: output straight to the terminal,
@@ -446,7 +426,7 @@ func (j *job) loop(ctx context.Context) int {
 			if ev.err != nil {
 				for _, h := range top.hosts {
 					if ended(h) {
-						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.rec.reason(ev.err)))
+						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.reason(ev.err)))
 					}
 				}
 				continue

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
@@ -94,25 +93,8 @@ func (t *tree) startChild(ctx context.Context, be launcher.Backend, c *child) er
 	if err != nil {
 		return err
 	}
-	ycfg := yamux.DefaultConfig()
-	ycfg.LogOutput = io.Discard
-	ycfg.EnableKeepAlive = false
-	sess, err := yamux.Client(proc, ycfg)
+	sess, conn, err := control.OpenSession(proc, t.p.job.ForChild(c.t))
 	if err != nil {
-		proc.Kill()
-		proc.Wait()
-		return err
-	}
-	st, err := sess.Open()
-	if err == nil {
-		_, err = st.Write([]byte{control.StreamControl})
-	}
-	conn := control.NewConn(st)
-	if err == nil {
-		err = conn.Send(control.Msg{T: control.MsgJob, Host: c.t.Index, Job: t.p.job.ForChild(c.t)})
-	}
-	if err != nil {
-		sess.Close()
 		proc.Kill()
 		proc.Wait()
 		return err
