@@ -20,12 +20,22 @@ const cmaChunk = 256 << 20
 // cmaRead copies len(dst) bytes at addr in process pid straight into dst:
 // the one copy of a same-host rendezvous.
 func cmaRead(pid int, addr uint64, dst []byte) error {
-	for off := 0; off < len(dst); {
-		k := min(len(dst)-off, cmaChunk)
-		local := []unix.Iovec{{Base: &dst[off]}}
+	return cmaCopy(pid, addr, dst, unix.ProcessVMReadv)
+}
+
+// cmaWrite copies src into process pid at addr: the sender's half of a
+// split rendezvous (see splitRecv).
+func cmaWrite(pid int, addr uint64, src []byte) error {
+	return cmaCopy(pid, addr, src, unix.ProcessVMWritev)
+}
+
+func cmaCopy(pid int, addr uint64, b []byte, op func(int, []unix.Iovec, []unix.RemoteIovec, uint) (int, error)) error {
+	for off := 0; off < len(b); {
+		k := min(len(b)-off, cmaChunk)
+		local := []unix.Iovec{{Base: &b[off]}}
 		local[0].SetLen(k)
 		remote := []unix.RemoteIovec{{Base: uintptr(addr) + uintptr(off), Len: k}}
-		n, err := unix.ProcessVMReadv(pid, local, remote, 0)
+		n, err := op(pid, local, remote, 0)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}

@@ -15,6 +15,7 @@ type recvOp struct {
 	alloc    bool // take the message as a new slice (RecvValue)
 	elem     int  // element size, for Status.Count
 	req      *Request
+	split    *splitRecv // a CMA rendezvous both sides copy (shared memory)
 }
 
 // message is an unexpected message: eager data, or a rendezvous RTS.

@@ -139,6 +139,12 @@ type Config struct {
 	// EagerLimit (measured: at 32-64 KiB the two cache-hot copies through
 	// the ring beat one process_vm_readv; see docs/transport.md).
 	ShmEagerLimit int
+	// CMASplit: a same-host rendezvous of at least this many bytes is
+	// copied by both ranks at once, the receiver reading the first half
+	// and the sender writing the second (process_vm_writev), so two cores
+	// copy instead of one. Default $GOMPI_CMA_SPLIT, else 256 KiB;
+	// negative turns it off.
+	CMASplit int
 	// ShmRingSize is the bytes of each direction's ring (a power of two).
 	// Default 1 MiB.
 	ShmRingSize int
@@ -189,6 +195,13 @@ func (c *Config) defaults() {
 		}
 	}
 	c.ShmEagerLimit = min(c.ShmEagerLimit, c.EagerLimit)
+	if c.CMASplit == 0 {
+		if n, err := strconv.Atoi(os.Getenv("GOMPI_CMA_SPLIT")); err == nil && n != 0 {
+			c.CMASplit = n
+		} else {
+			c.CMASplit = 256 << 10
+		}
+	}
 	if c.ShmDir == "" {
 		c.ShmDir = os.Getenv("GOMPI_SHM_DIR")
 	}

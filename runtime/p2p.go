@@ -430,6 +430,8 @@ func (p *proc) dispatch(pe *peer, l link, h header, r *bufio.Reader) error {
 			return fmt.Errorf("%w: data for unknown id %d", errFrame, h.ID)
 		}
 		return p.readInto(op, pe, op.src, op.tag, int(h.Len), r)
+	case framePut, framePutDone:
+		return fmt.Errorf("%w: type %d is for shared memory only", errFrame, h.Type)
 	}
 	return nil
 }

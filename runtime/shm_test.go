@@ -185,6 +185,60 @@ func TestShmCMASizes(t *testing.T) {
 	})
 }
 
+// Large rendezvous are copied by both sides (the receiver reads the head,
+// the sender writes the tail): every size and truncation must still land
+// exactly, and both ranks must have done their halves.
+func TestShmCMASplit(t *testing.T) {
+	needCMA(t)
+	comms, _ := shmWorld(t, 2, func(c *Config) { c.CMASplit = 100 << 10 })
+	sizes := []int{100<<10 - 1, 100 << 10, 100<<10 + 1, 1<<20 + 9, 4<<20 + 3, 8192*2 + 100<<10}
+	exchange(t, comms, sizes)
+	for i, c := range comms {
+		if c.p.shm.cmaSplits.Load() == 0 || c.p.shm.cmaPuts.Load() == 0 {
+			t.Errorf("rank %d: %d split receives, %d puts", i, c.p.shm.cmaSplits.Load(), c.p.shm.cmaPuts.Load())
+		}
+	}
+	each(t, comms, func(c *Comm) error {
+		big := pattern(3<<20+5, 9)
+		if c.Rank() == 0 {
+			if err := Send(c, big, 1, 1); err != nil {
+				return err
+			}
+			return c.SendValue(big, 1, 2)
+		}
+		short := make([]byte, 1<<20+77)
+		if st, err := Recv(c, short, 0, 1); !errors.Is(err, ErrTruncate) || !bytes.Equal(short, big[:len(short)]) {
+			return fmt.Errorf("truncated split recv: %v (status %+v)", err, st)
+		}
+		var v []byte
+		if _, err := c.RecvValue(&v, 0, 2); err != nil || !bytes.Equal(v, big) {
+			return fmt.Errorf("split value: %v", err)
+		}
+		return nil
+	})
+}
+
+// A sender that cannot write the receiver's memory answers PUTDONE failed;
+// the receiver reads that half itself, and stops asking that peer.
+func TestShmCMASplitPutRefused(t *testing.T) {
+	needCMA(t)
+	old := cmaWriteFn
+	cmaWriteFn = func(int, uint64, []byte) error { return unix.EPERM }
+	t.Cleanup(func() { cmaWriteFn = old })
+	comms, _ := shmWorld(t, 2, func(c *Config) { c.CMASplit = 100 << 10 })
+	sizes := []int{1 << 20, 1<<20 + 9, 4<<20 + 3}
+	exchange(t, comms, sizes)
+	exchange(t, comms, sizes)
+	for i, c := range comms {
+		if n := c.p.shm.putFalls.Load(); n != 1 {
+			t.Errorf("rank %d: %d refused puts, want 1", i, n)
+		}
+		if n := c.p.shm.cmaSplits.Load(); n != 1 {
+			t.Errorf("rank %d: %d split receives, want 1 (then no more)", i, n)
+		}
+	}
+}
+
 func TestShmNoCMAStreams(t *testing.T) {
 	needShm(t)
 	comms, _ := shmWorld(t, 2, func(c *Config) { c.NoCMA = true })

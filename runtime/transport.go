@@ -151,8 +151,26 @@ func (pe *peer) fail(err error) {
 		s.req.complete(Status{}, err)
 	}
 	for _, r := range rdv {
+		if r.split != nil {
+			pinForever(r.split.buf)
+		}
 		r.req.complete(Status{}, err)
 	}
+}
+
+// pinned keeps the buffers of split rendezvous whose peer failed before
+// its PUTDONE: the peer may still be writing into them (process_vm_writev),
+// so their memory must never be reused. A failed peer is rare; the leak is
+// the price of memory safety.
+var pinned struct {
+	sync.Mutex
+	bufs [][]byte
+}
+
+func pinForever(b []byte) {
+	pinned.Lock()
+	pinned.bufs = append(pinned.bufs, b)
+	pinned.Unlock()
 }
 
 // getLink returns the link to pe, connecting on first use.

@@ -14,6 +14,14 @@ const (
 	frameData  uint8 = 4 // rendezvous payload: ID names the RTS, Len bytes follow
 	frameBye   uint8 = 5 // orderly close: the sender has finalized
 	frameFin   uint8 = 6 // shared memory only: the receiver copied the RTS's buffer itself (ID names the RTS)
+	// framePut (shared memory only, receiver to sender): write the tail of
+	// the RTS's buffer into mine. Len bytes; a putDescSize descriptor
+	// follows: pid u64, address u64 (where to write), offset u64 (from
+	// where in the sender's buffer).
+	framePut uint8 = 7
+	// framePutDone (sender to receiver) answers framePut; flagFailed when
+	// the write did not happen (the receiver then reads that part itself).
+	framePutDone uint8 = 8
 )
 
 // Header flags.
@@ -22,10 +30,15 @@ const (
 	// the header, pid u64 and address u64 of the sender's buffer, which the
 	// receiver may read with process_vm_readv and answer with FIN.
 	flagCMA uint8 = 1
+	// flagFailed on a framePutDone: process_vm_writev failed.
+	flagFailed uint8 = 2
 )
 
 // cmaDescSize is the size of the descriptor that follows a flagCMA RTS.
 const cmaDescSize = 16
+
+// putDescSize is the size of the descriptor that follows a framePut.
+const putDescSize = 24
 
 // headerSize is the fixed size of every frame header.
 const headerSize = 32
@@ -37,7 +50,7 @@ const maxFrameLen = 1 << 40
 // header is the fixed binary frame header (little endian):
 //
 //	0  type   u8
-//	1  flags  u8 (0; flagCMA on an RTS over shared memory)
+//	1  flags  u8 (0; flagCMA on an RTS, flagFailed on a PUTDONE)
 //	2  resv   u16 (0)
 //	4  ctx    u32  communicator context id
 //	8  src    i32  sender's rank in that communicator
@@ -77,7 +90,8 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 	}
 	h.Type = b[0]
 	h.Flags = b[1]
-	if (h.Flags != 0 && !(h.Type == frameRTS && h.Flags == flagCMA)) || b[2] != 0 || b[3] != 0 {
+	okFlags := h.Flags == 0 || (h.Type == frameRTS && h.Flags == flagCMA) || (h.Type == framePutDone && h.Flags == flagFailed)
+	if !okFlags || b[2] != 0 || b[3] != 0 {
 		return h, fmt.Errorf("%w: reserved bytes set", errFrame)
 	}
 	h.Ctx = binary.LittleEndian.Uint32(b[4:])
@@ -97,11 +111,11 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 		if h.Len > maxFrameLen || h.Src < 0 || h.Tag < 0 {
 			return h, fmt.Errorf("%w: bad rts", errFrame)
 		}
-	case frameData:
+	case frameData, framePut:
 		if h.Len > maxFrameLen {
 			return h, fmt.Errorf("%w: data length %d", errFrame, h.Len)
 		}
-	case frameCTS, frameBye, frameFin:
+	case frameCTS, frameBye, frameFin, framePutDone:
 		if h.Len != 0 {
 			return h, fmt.Errorf("%w: type %d carries no payload", errFrame, h.Type)
 		}
