@@ -205,11 +205,14 @@ func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
 		return doneRequest(nil)
 	}
 	pe := p.peers[w]
+	h := header{Ctx: ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data))}
+	if sl := pe.shmL.Load(); sl != nil && !pe.dead.Load() {
+		return p.isendShm(sl, h, data)
+	}
 	l, err := p.getLink(p.ctx, pe)
 	if err != nil {
 		return doneRequest(err)
 	}
-	h := header{Ctx: ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data))}
 	if sl, ok := l.(*shmLink); ok {
 		return p.isendShm(sl, h, data)
 	}

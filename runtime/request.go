@@ -26,6 +26,7 @@ type Request struct {
 	state  atomic.Uint32 // reqPending, reqCompleting, reqComplete
 	mu     sync.Mutex    // guards done
 	done   chan struct{} // made on demand by Done (most waits never need it)
+	asked  atomic.Bool   // Done was called: complete must take mu and close done
 	status Status
 	err    error
 	data   []byte // RecvValue's message
@@ -43,8 +44,7 @@ func (r *Request) shmLink() *shmLink {
 	}
 	if op := r.op; op != nil && op.srcWorld >= 0 && op.comm != nil {
 		if pe := op.comm.p.peers[op.srcWorld]; pe != nil {
-			l, _ := pe.current().(*shmLink)
-			return l
+			return pe.shmL.Load()
 		}
 	}
 	return nil
@@ -78,12 +78,18 @@ func (r *Request) complete(st Status, err error) {
 		return
 	}
 	r.status, r.err = st, err
-	r.mu.Lock()
 	r.state.Store(reqComplete)
-	if r.done != nil {
-		close(r.done)
+	// Done sets asked before it looks at state, we store state before we
+	// look at asked (both sequentially consistent), so at least one of us
+	// sees the other: a channel Done made is closed, and a request no one
+	// asked a channel of completes without a lock.
+	if r.asked.Load() {
+		r.mu.Lock()
+		if r.done != nil {
+			close(r.done)
+		}
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 }
 
 // isDone reports whether r completed (its status and err are final).
@@ -98,6 +104,7 @@ func (r *Request) Done() <-chan struct{} {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.asked.Store(true)
 	if r.isDone() {
 		return closedChan
 	}

@@ -190,8 +190,7 @@ type shmLink struct {
 	rx         sync.Mutex
 	helpers    atomic.Int32
 	helping    atomic.Bool
-	idleMu     sync.Mutex
-	idleCancel context.CancelFunc
+	idleCancel atomic.Pointer[context.CancelFunc]
 	resume     chan struct{}
 
 	// Receiver state, owned by the holder of rx (dst runs inside Recv).
@@ -431,16 +430,14 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 			return bye, err
 		}
 		idle, cancel := context.WithCancel(l.lctx)
-		l.idleMu.Lock()
-		l.idleCancel = cancel
-		l.idleMu.Unlock()
+		// Publish cancel, then look for helpers; help counts itself, then
+		// looks for cancel: one of the two sees the other.
+		l.idleCancel.Store(&cancel)
 		if l.helpers.Load() > 0 {
 			cancel() // a helper came meanwhile
 		}
 		_, err = l.recvOne(idle, readerSpin)
-		l.idleMu.Lock()
-		l.idleCancel = nil
-		l.idleMu.Unlock()
+		l.idleCancel.Store(nil)
 		cancel()
 		bye = l.bye
 		l.rx.Unlock()
@@ -464,11 +461,9 @@ func (l *shmLink) help(r, also *Request) {
 	}
 	defer l.helping.Store(false)
 	l.helpers.Add(1)
-	l.idleMu.Lock()
-	if l.idleCancel != nil {
-		l.idleCancel()
+	if cancel := l.idleCancel.Load(); cancel != nil {
+		(*cancel)() // harmless if readLoop has already finished with it
 	}
-	l.idleMu.Unlock()
 	// readLoop notices the kick within its spin (well under a µs), so
 	// poll for the token briefly before sleeping on the mutex, which would
 	// cost a wake-up.

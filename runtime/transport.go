@@ -49,6 +49,12 @@ type peer struct {
 	err     error
 	sends   map[uint64]*sendOp // rendezvous sends waiting for CTS
 	rdv     map[uint64]*recvOp // rendezvous receives waiting for DATA
+
+	// Lock-free views for the shared-memory fast path (a blocking send
+	// or receive must not pay for pe.mu): the shm link once installed
+	// (never replaced), and whether the peer failed.
+	shmL atomic.Pointer[shmLink]
+	dead atomic.Bool
 }
 
 type sendOp struct {
@@ -137,6 +143,7 @@ func (pe *peer) current() link {
 // rendezvous with this peer.
 func (pe *peer) fail(err error) {
 	pe.mu.Lock()
+	pe.dead.Store(true)
 	if pe.err == nil {
 		pe.err = err
 		if pe.ln == nil {
@@ -220,6 +227,7 @@ func (p *proc) attachLocked(pe *peer, conn net.Conn, sl *shmLink) {
 	if sl != nil {
 		sl.tcp, l.ctl = l, sl
 		pe.ln = sl
+		pe.shmL.Store(sl)
 		p.wg.Add(2)
 		go sl.writeLoop()
 		go sl.readLoop()
