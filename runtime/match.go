@@ -16,6 +16,7 @@ type recvOp struct {
 	elem     int  // element size, for Status.Count
 	req      *Request
 	split    *splitRecv // a CMA rendezvous both sides copy (shared memory)
+	shared   bool       // entered peer.rdv: a peer failure may still complete it
 }
 
 // message is an unexpected message: eager data, or a rendezvous RTS.

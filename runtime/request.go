@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -78,18 +79,21 @@ func (r *Request) complete(st Status, err error) {
 		return
 	}
 	r.status, r.err = st, err
-	r.state.Store(reqComplete)
-	// Done sets asked before it looks at state, we store state before we
-	// look at asked (both sequentially consistent), so at least one of us
-	// sees the other: a channel Done made is closed, and a request no one
-	// asked a channel of completes without a lock.
+	// Done sets asked before it looks at state; we look at asked after
+	// our CAS on state (both sequentially consistent), so if Done saw the
+	// request pending, we see asked and close its channel under mu. A
+	// request no one asked a channel of completes with one store, its last
+	// touch: Recv recycles such requests as soon as it sees them complete.
 	if r.asked.Load() {
 		r.mu.Lock()
+		r.state.Store(reqComplete)
 		if r.done != nil {
 			close(r.done)
 		}
 		r.mu.Unlock()
+		return
 	}
+	r.state.Store(reqComplete)
 }
 
 // isDone reports whether r completed (its status and err are final).
@@ -105,13 +109,22 @@ func (r *Request) Done() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.asked.Store(true)
-	if r.isDone() {
-		return closedChan
+	for {
+		switch r.state.Load() {
+		case reqComplete:
+			return closedChan
+		case reqPending:
+			if r.done == nil {
+				r.done = make(chan struct{})
+			}
+			return r.done
+		}
+		// Completing: the completer may have missed asked and will
+		// just store reqComplete, or it saw it and waits for mu.
+		r.mu.Unlock()
+		runtime.Gosched()
+		r.mu.Lock()
 	}
-	if r.done == nil {
-		r.done = make(chan struct{})
-	}
-	return r.done
 }
 
 // Wait blocks until the request completes or ctx ends. When ctx ends first

@@ -833,6 +833,7 @@ func (p *proc) readSplit(op *recvOp, m *message, l *shmLink, buf []byte, half in
 		op.req.complete(Status{}, err)
 		return
 	}
+	op.shared = true
 	pe.rdv[m.id] = op // PUTDONE finds it here; a peer failure fails it
 	pe.mu.Unlock()
 	p.shm.cmaSplits.Add(1)
