@@ -134,42 +134,10 @@ type rankState struct {
 type proxyConn struct {
 	index int   // host index
 	hosts []int // every host of its subtree, itself first
-	proc  *recordingProc
+	proc  *launcher.Recording
 	sess  *yamux.Session
 	conn  *control.Conn
 	out   outbox
-}
-
-// recordingProc keeps the first error from a proxy's byte stream: yamux
-// reports only that its session ended, the backend says why (an SSH
-// keepalive timeout, a reset connection).
-type recordingProc struct {
-	launcher.Proc
-	mu  sync.Mutex
-	err error
-}
-
-func (p *recordingProc) Read(b []byte) (int, error) {
-	n, err := p.Proc.Read(b)
-	if err != nil {
-		p.mu.Lock()
-		if p.err == nil {
-			p.err = err
-		}
-		p.mu.Unlock()
-	}
-	return n, err
-}
-
-// reason explains a lost stream: the transport's error when it has a
-// better one than end-of-file, else the session's.
-func (p *recordingProc) reason(sessErr error) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil && !errors.Is(p.err, io.EOF) {
-		return p.err
-	}
-	return sessErr
 }
 
 // hostState is what the launcher knows of one host's proxy.
@@ -354,7 +322,7 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 	if err != nil {
 		return nil, err
 	}
-	proc := &recordingProc{Proc: started}
+	proc := &launcher.Recording{Proc: started}
 	sess, conn, err := control.OpenSession(proc, jb)
 	if err != nil {
 		// Reap it before reporting: exec copies its stderr (an agent's
@@ -431,7 +399,7 @@ func (j *job) loop(ctx context.Context) int {
 			if ev.err != nil {
 				for _, h := range top.hosts {
 					if ended(h) {
-						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.reason(ev.err)))
+						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.Reason(ev.err)))
 					}
 				}
 				continue

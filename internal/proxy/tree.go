@@ -33,7 +33,7 @@ type tree struct {
 
 type child struct {
 	t    control.Subtree
-	proc launcher.Proc
+	proc *launcher.Recording
 	sess *yamux.Session
 	conn *control.Conn
 }
@@ -88,15 +88,18 @@ func (t *tree) startChild(ctx context.Context, be launcher.Backend, c *child) er
 	if proxyPath == "" {
 		return fmt.Errorf("no gompi-proxy path in the job")
 	}
-	proc, err := be.Start(ctx, launcher.Spec{Host: c.t.Host, User: c.t.User, Argv: []string{proxyPath},
+	started, err := be.Start(ctx, launcher.Spec{Host: c.t.Host, User: c.t.User, Argv: []string{proxyPath},
 		Env: launcher.ProxyEnv(be), Stderr: t.p.cfg.Stderr})
 	if err != nil {
 		return err
 	}
+	proc := &launcher.Recording{Proc: started}
 	sess, conn, err := control.OpenSession(proc, t.p.job.ForChild(c.t))
 	if err != nil {
 		proc.Kill()
-		proc.Wait()
+		if werr := proc.Wait(); werr != nil {
+			err = fmt.Errorf("%w (gompi-proxy or its launcher: %v)", err, werr)
+		}
 		return err
 	}
 	t.mu.Lock()
@@ -120,7 +123,7 @@ func (t *tree) relay(c *child) {
 	for {
 		f, err := c.conn.Recv()
 		if err != nil {
-			t.lost(c, fmt.Errorf("lost connection to gompi-proxy on %s (%v)", c.t.Host, err))
+			t.lost(c, fmt.Errorf("lost connection to gompi-proxy on %s (%v)", c.t.Host, c.proc.Reason(err)))
 			return
 		}
 		if f.Type == control.FrameOutput {
