@@ -199,7 +199,9 @@ func TestJob(t *testing.T) {
 		{"exit code and output", "", "echo out; echo err >&2; exit 3", 10 * time.Second, false, 3, "out\n", "err\n"},
 		{"stdin", "hello", "cat", 10 * time.Second, false, 0, "hello", ""},
 		{"marker in environment", "", "echo $" + MarkerVar, 10 * time.Second, false, 0, "%m\n", ""},
-		{"timeout kills the group", "", "echo started; sleep 60 & sleep 60", 300 * time.Millisecond, true, -1, "started\n", ""},
+		// The limit must leave sh time to start and print "started" on a
+		// loaded machine; the sleeps outlast any limit anyway.
+		{"timeout kills the group", "", "echo started; sleep 60 & sleep 60", 2 * time.Second, true, -1, "started\n", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
