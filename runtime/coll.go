@@ -11,7 +11,8 @@ import (
 // functions (Go has no generic methods) that move the slices' memory
 // as-is (no encoding), run on the communicator's collective context so
 // they never match user messages, and pick their algorithm from the
-// message size and the number of ranks (docs/collectives.md). Every rank
+// message size, the number of ranks and how the ranks sit on hosts
+// (coll_node.go; docs/collectives.md). Every rank
 // of the communicator must call the same collectives in the same order with
 // matching arguments; collectives on one Comm must not run concurrently
 // (as in MPI). A failed peer makes the collectives that wait on it return
@@ -267,10 +268,17 @@ func (b blocks) at(i int) (lo, hi int) {
 // Bcast copies root's buf into every rank's buf (equal lengths everywhere).
 // Binomial tree below 64 KiB or with 2 ranks; above, root scatters the
 // buffer along a binomial tree and a ring allgather completes it (van de
-// Geijn), so each link carries about 2x the buffer instead of log2(n)x.
+// Geijn), so each link carries about 2x the buffer instead of log2(n)x. A
+// communicator spanning hosts broadcasts in two levels: within root's host,
+// among one leader per host, within the other hosts (docs/collectives.md).
 func Bcast[T Number](c *Comm, buf []T, root int) error {
 	if err := c.checkRoot(root); err != nil {
 		return err
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return bcastTwoLevel(c, ns, buf, root)
 	}
 	b := asBytes(buf)
 	if len(c.group) <= 2 || len(b) < bcastLarge {
@@ -377,7 +385,10 @@ func (c *Comm) ringAllgather(buf []byte, l layout, shift, tag int) error {
 // binomial tree below 64 KiB and, above, a ring reduce-scatter followed by
 // a gather of the reduced blocks at root (each rank sends about 1x the
 // buffer instead of log2(n)x). Non-commutative ops reduce in rank order
-// along a binomial tree rooted at rank 0, which then sends to root.
+// along a binomial tree rooted at rank 0, which then sends to root. A
+// communicator spanning hosts reduces within each host, then among one
+// leader per host (non-commutative ops only if each host's ranks are
+// consecutive).
 func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	if err := c.checkRoot(root); err != nil {
 		return err
@@ -393,6 +404,11 @@ func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	if n == 1 {
 		copy(recvbuf, sendbuf)
 		return nil
+	}
+	if ns, err := c.twoLevel(op.d.commute); err != nil {
+		return err
+	} else if ns != nil {
+		return reduceTwoLevel(c, ns, sendbuf, recvbuf, op, root)
 	}
 	if op.d.commute && cnt*sizeOf[T]() >= reduceLarge && cnt >= n {
 		return reduceRing(c, sendbuf, recvbuf, op, root)
@@ -542,7 +558,10 @@ func ringReduceScatter[T Number](c *Comm, src, acc []T, bl blocks, op Op, tag in
 // above, for commutative ops: ring reduce-scatter + ring allgather
 // (bandwidth-optimal; with 2 ranks that is one exchange of halves, a
 // reduction of one half each, and one exchange of the reduced halves).
-// Large non-commutative reductions are a Reduce to rank 0 and a Bcast.
+// Large non-commutative reductions are a Reduce to rank 0 and a Bcast. A
+// communicator spanning hosts reduces within each host, allreduces among
+// one leader per host and broadcasts within each host (non-commutative ops
+// only if each host's ranks are consecutive).
 func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	if err := checkOp[T](op); err != nil {
 		return err
@@ -552,6 +571,11 @@ func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return fmt.Errorf("%w: receive buffer of %d for %d elements", ErrArg, len(recvbuf), cnt)
 	}
 	recvbuf = recvbuf[:cnt]
+	if ns, err := c.twoLevel(op.d.commute); err != nil {
+		return err
+	} else if ns != nil {
+		return allreduceTwoLevel(c, ns, sendbuf, recvbuf, op)
+	}
 	n := len(c.group)
 	large := cnt*sizeOf[T]() >= allreduceLarge
 	if large && op.d.commute && cnt >= n && n > 1 {

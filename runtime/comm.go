@@ -16,6 +16,7 @@ type Comm struct {
 	group []int       // communicator rank -> world rank
 	index map[int]int // world rank -> communicator rank (nil for world)
 	coll  collState   // scratch space of the collectives (coll.go)
+	node  *nodeState  // host layout, learned on first use (coll_node.go)
 }
 
 // Rank is this process's rank in c.
@@ -95,6 +96,9 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 	p.ctxMu.Lock()
 	p.nextCtx = max(p.nextCtx, maxNext+1)
 	p.ctxMu.Unlock()
+	if maxNext >= ctxDerived>>1 { // higher ids are the node-aware collectives' (coll_node.go)
+		return nil, fmt.Errorf("%w: out of communicator context ids", ErrArg)
+	}
 	if color == Undefined {
 		return nil, nil
 	}
@@ -141,8 +145,14 @@ func (c *Comm) allgatherBytes(mine []byte, tag int) ([]byte, error) {
 }
 
 // Barrier returns once every rank of c has entered it (dissemination
-// algorithm: ceil(log2 n) rounds of one zero-byte send and receive).
+// algorithm: ceil(log2 n) rounds of one zero-byte send and receive; in two
+// levels when c spans hosts, see coll_node.go).
 func (c *Comm) Barrier() error {
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return ns.barrier()
+	}
 	n := len(c.group)
 	ctx := context.Background()
 	for k := 1; k < n; k <<= 1 {

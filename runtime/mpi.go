@@ -157,6 +157,12 @@ type Config struct {
 	// wake-up that costs tens of µs on a busy machine); else 10 µs, so
 	// oversubscribed ranks give their cores to each other.
 	ShmSpin time.Duration
+
+	// testHost, when set, replaces this process's host identity, so that
+	// tests can put ranks of one process on pretend hosts: they use shared
+	// memory and node-aware collectives only with ranks of the same
+	// testHost.
+	testHost string
 }
 
 func (c *Config) defaults() {
@@ -270,6 +276,10 @@ type proc struct {
 	shmDir string
 	hostID string
 	shm    shmStats
+	// nodeID is the host identity the node-aware collectives group ranks
+	// by (coll_node.go): hostIdentity() even without shared memory, since
+	// same-host TCP still spares the network.
+	nodeID string
 }
 
 // Init starts the runtime with the default Config and returns the world
@@ -340,8 +350,12 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 			p.cancel()
 			return nil, fmt.Errorf("mpi: init: %w", err)
 		}
+		p.nodeID = cfg.testHost
+		if p.nodeID == "" {
+			p.nodeID = hostIdentity()
+		}
 		if !cfg.NoSharedMemory {
-			p.hostID = hostIdentity()
+			p.hostID = p.nodeID
 		}
 		host := p.hostID
 		if host == "" {

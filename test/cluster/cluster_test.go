@@ -81,6 +81,31 @@ func TestGoRanksAcrossHosts(t *testing.T) {
 	}
 }
 
+// TestGoCollectivesAcrossHosts runs the Go runtime's collectives on 3
+// hosts, 2 ranks each in blocks (two-level algorithms for every op) and
+// round-robin (two-level for commutative ops only; lanes for the large
+// Allreduce in both), with checked results. Each host's ranks share a
+// mount namespace unlike the other hosts', so the runtime sees 3 hosts:
+// shared memory within, TCP across.
+func TestGoCollectivesAcrossHosts(t *testing.T) {
+	c := setup(t)
+	for _, tc := range []struct {
+		name  string
+		slots int
+	}{{"blocks", 2}, {"round-robin", 1}} {
+		r := runJob(t, c, c.Client, "", "-hosts", c.HostList(tc.slots), "-n", "6", bin("nodeprog"), "coll")
+		if r.Code != 0 {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", tc.name, r.Code, r.Stdout, r.Stderr)
+		}
+		on := placement(c, 6, tc.slots)
+		for rk := 0; rk < 6; rk++ {
+			if want := fmt.Sprintf("rank %d on %s coll ok\n", rk, on[rk].Identity); !strings.Contains(r.Stdout, want) {
+				t.Errorf("%s: missing %q in\n%s", tc.name, want, r.Stdout)
+			}
+		}
+	}
+}
+
 // TestHostfileAndHello runs examples/hello from a host file with 3 slots
 // per host and checks the -l prefixes, then checks the host file's
 // placement with nodeprog (hello prints the hostname, which every

@@ -9,6 +9,8 @@
 //	nodeprog sleep DUR      print "ready", then sleep
 //	nodeprog wheresleep DUR as where, then print "ready" and sleep
 //	nodeprog trap           print "ready", then report every SIGINT (and keep running)
+//	nodeprog coll           the runtime's collectives (node-aware across hosts)
+//	                        small and large, checked; print "coll ok"
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/pmi/client"
+	mpi "github.com/gompi/gompi/runtime"
 )
 
 func host() string {
@@ -70,6 +73,12 @@ func main() {
 		d, _ := time.ParseDuration(args[1])
 		fmt.Printf("rank %s on %s ready\n", rank, host())
 		time.Sleep(d)
+	case "coll":
+		if err := coll(); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: coll: %v\n", rank, host(), err)
+			os.Exit(1)
+		}
+		fmt.Printf("rank %s on %s coll ok\n", rank, host())
 	case "sleep":
 		d, _ := time.ParseDuration(args[1])
 		fmt.Printf("rank %s on %s ready\n", rank, host())
@@ -102,4 +111,63 @@ func where() error {
 	fmt.Printf("rank=%d size=%d local=%s/%s host=%s right=%d@%s\n", c.Rank(), c.Size(),
 		os.Getenv("MPI_LOCALRANKID"), os.Getenv("MPI_LOCALNRANKS"), me, right, there)
 	return c.Finalize()
+}
+
+// coll runs Barrier, Bcast, Reduce and Allreduce below and above the
+// 64 KiB switch points, with a commutative and a non-commutative op, and
+// checks the results exactly (small integers).
+func coll() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := mpi.Init(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Finalize()
+	n, r := c.Size(), c.Rank()
+	val := func(r, i int) float64 { return float64((r*7+i*3)%5 + 1) }
+	fill := func(r, cnt int) []float64 {
+		b := make([]float64, cnt)
+		for i := range b {
+			b[i] = val(r, i)
+		}
+		return b
+	}
+	// first keeps the lowest rank's value: order-sensitive.
+	first := mpi.NewOp("first", func(in, inout []float64) { copy(inout, in) }, false)
+	for _, cnt := range []int{3, 20000} {
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		buf := make([]float64, cnt)
+		if r == n-1 {
+			buf = fill(n-1, cnt)
+		}
+		if err := mpi.Bcast(c, buf, n-1); err != nil {
+			return err
+		}
+		sum := make([]float64, cnt)
+		if err := mpi.Allreduce(c, fill(r, cnt), sum, mpi.Sum); err != nil {
+			return err
+		}
+		low := make([]float64, cnt)
+		if err := mpi.Reduce(c, fill(r, cnt), low, first, n/2); err != nil {
+			return err
+		}
+		for i := 0; i < cnt; i++ {
+			want := 0.0
+			for q := 0; q < n; q++ {
+				want += val(q, i)
+			}
+			switch {
+			case buf[i] != val(n-1, i):
+				return fmt.Errorf("bcast of %d: [%d] = %v", cnt, i, buf[i])
+			case sum[i] != want:
+				return fmt.Errorf("allreduce of %d: [%d] = %v, want %v", cnt, i, sum[i], want)
+			case r == n/2 && low[i] != val(0, i):
+				return fmt.Errorf("reduce of %d: [%d] = %v, want %v", cnt, i, low[i], val(0, i))
+			}
+		}
+	}
+	return c.Barrier()
 }
