@@ -69,22 +69,23 @@ func (e *engine) notifyLocked() {
 // message (removed), or nil after queueing r, or an error when r can never
 // match (its source failed, or the runtime is closed).
 func (e *engine) post(r *recvOp) (*message, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.mu.Lock() // unlocked by hand: this is every receive's path
 	for i, m := range e.unexpected {
 		if r.matches(m.ctx, m.src, m.tag) {
 			e.unexpected = append(e.unexpected[:i], e.unexpected[i+1:]...)
+			e.mu.Unlock()
 			return m, nil
 		}
 	}
-	if e.closed != nil {
-		return nil, e.closed
+	err := e.closed
+	if err == nil {
+		err = e.deadSourceLocked(r)
 	}
-	if err := e.deadSourceLocked(r); err != nil {
-		return nil, err
+	if err == nil {
+		e.posted = append(e.posted, r)
 	}
-	e.posted = append(e.posted, r)
-	return nil, nil
+	e.mu.Unlock()
+	return nil, err
 }
 
 // deadSourceLocked says whether r waits on a failed peer: its own source,
@@ -111,8 +112,9 @@ func (e *engine) deadSourceLocked(r *recvOp) error {
 // envelope, or nil.
 func (e *engine) takePosted(ctx uint32, src, tag int) *recvOp {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.takePostedLocked(ctx, src, tag)
+	r := e.takePostedLocked(ctx, src, tag)
+	e.mu.Unlock()
+	return r
 }
 
 func (e *engine) takePostedLocked(ctx uint32, src, tag int) *recvOp {

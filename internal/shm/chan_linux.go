@@ -374,8 +374,9 @@ func waitCtx(ctx context.Context, w *atomic.Uint32, old uint32, d time.Duration)
 // closes the channel (the peer would otherwise wait for the rest forever).
 func (c *Chan) Send(ctx context.Context, hdr, payload []byte) error {
 	c.sendMu.Lock()
-	defer c.sendMu.Unlock()
-	return c.send(ctx, hdr, payload)
+	err := c.send(ctx, hdr, payload) // does not panic: no defer on this path
+	c.sendMu.Unlock()
+	return err
 }
 
 // TrySend sends the message only if all of it fits in the ring now, so it
@@ -762,23 +763,34 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Ui
 
 func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
 	var t0 time.Time
+	// A short spin (ranks outnumber cores) must end on time, so it reads
+	// the clock often; a long one has µs to spare.
+	clock := 4095
+	if spin < 100*time.Microsecond {
+		clock = 255
+	}
 	for i := 1; spin > 0; i++ {
 		if v := w.Load(); ok(v) {
 			return v, nil
 		}
-		if i&63 == 0 {
+		if i&255 == 0 {
 			if c.stopped(ctx) {
 				break
 			}
-			if i == 64 {
-				t0 = time.Now()
-			} else if time.Since(t0) > spin {
-				break
-			}
-			// Let other goroutines have this P now and then; a Gosched
-			// goes through the scheduler's global queue (a lock, ~0.1 µs),
-			// so doing it at every check delayed noticing a message.
-			if i&1023 == 0 {
+			// The clock is read rarely: on this VM a read cost a sizeable
+			// part of an 8-byte hand-off, and a message that arrives
+			// during it is noticed that much later. In a long spin the
+			// first read comes after µs, when an answer would have come.
+			if i&clock == 0 {
+				if i == clock+1 {
+					t0 = time.Now()
+				} else if time.Since(t0) > spin {
+					break
+				}
+				// Let other goroutines have this P now and then; a
+				// Gosched goes through the scheduler's global queue (a
+				// lock, ~0.1 µs), so doing it at every check delayed
+				// noticing a message.
 				runtime.Gosched()
 			}
 		}
