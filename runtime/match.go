@@ -72,7 +72,7 @@ func (e *engine) post(r *recvOp) (*message, error) {
 	e.mu.Lock() // unlocked by hand: this is every receive's path
 	for i, m := range e.unexpected {
 		if r.matches(m.ctx, m.src, m.tag) {
-			e.unexpected = append(e.unexpected[:i], e.unexpected[i+1:]...)
+			e.unexpected = removeAt(e.unexpected, i)
 			e.mu.Unlock()
 			return m, nil
 		}
@@ -120,11 +120,26 @@ func (e *engine) takePosted(ctx uint32, src, tag int) *recvOp {
 func (e *engine) takePostedLocked(ctx uint32, src, tag int) *recvOp {
 	for i, r := range e.posted {
 		if r.matches(ctx, src, tag) {
-			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			e.posted = removeAt(e.posted, i)
 			return r
 		}
 	}
 	return nil
+}
+
+// removeAt deletes q[i], keeping order. The head, which is what matching
+// in order removes nearly always, goes by reslicing: with a window of
+// receives posted, shifting the rest down for each message cost more
+// than the match.
+func removeAt[T any](q []*T, i int) []*T {
+	if i == 0 {
+		q[0] = nil // do not keep it reachable through the array
+		if len(q) == 1 {
+			return q[:0] // reuse the array from its start
+		}
+		return q[1:]
+	}
+	return append(q[:i], q[i+1:]...)
 }
 
 // arrive matches m against the posted receives; without a match m joins

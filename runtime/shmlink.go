@@ -398,19 +398,34 @@ func (l *shmLink) readLoop() {
 const readerSpin = 0
 
 // helperGrace is how long readLoop leaves the ring alone after the last
-// helper left.
-const helperGrace = 50 * time.Microsecond
+// helper left. While helpers keep returning within it, or take the ring
+// back from readLoop within maxHelperGrace, readLoop doubles it up to
+// maxHelperGrace (so a ping-pong or windowed loop wakes readLoop about once
+// a millisecond, not every 50 µs, and its spinning thread does not compete
+// with the ranks for the cores); once readLoop has received alone for
+// maxHelperGrace, it is back to helperGrace. A message that arrives while
+// no one helps waits at most maxHelperGrace for readLoop.
+const (
+	helperGrace    = 50 * time.Microsecond
+	maxHelperGrace = time.Millisecond
+)
 
 // readFrames is readLoop's receiving loop; see dst for where payloads go.
 func (l *shmLink) readFrames() (bye bool, err error) {
+	grace := helperGrace
+	var held time.Time // since when readLoop has had the ring, zero if not
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
 	for {
 		if l.helpers.Load() > 0 {
+			held = time.Time{}
 			select {
 			case <-l.resume:
 				// Let the ring rest a moment before taking it back: a
 				// goroutine in a send/receive loop is usually about to
 				// help again, and each take-back costs it a wake-up.
-				t := time.NewTimer(helperGrace)
+				t.Reset(grace)
 				select {
 				case <-t.C:
 				case <-l.lctx.Done():
@@ -420,6 +435,9 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 				// Take the ring once more to learn how it ended.
 			}
 			if l.helpers.Load() > 0 && l.lctx.Err() == nil {
+				// Helpers keep coming back: look less often. Each
+				// look is a thread wake-up on a core the ranks use.
+				grace = min(2*grace, maxHelperGrace)
 				continue
 			}
 		}
@@ -436,9 +454,25 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 		if l.helpers.Load() > 0 {
 			cancel() // a helper came meanwhile
 		}
+		if held.IsZero() {
+			held = time.Now()
+		}
 		_, err = l.recvOne(idle, readerSpin)
 		l.idleCancel.Store(nil)
 		cancel()
+		switch {
+		case err == shm.ErrIdle:
+			if time.Since(held) < maxHelperGrace {
+				// A helper wanted the ring back soon: we took it in a
+				// gap of a loop that keeps helping (a window of
+				// receives being posted), where our spinning thread
+				// only competes with the ranks for the cores.
+				grace = min(2*grace, maxHelperGrace)
+			}
+			held = time.Time{}
+		case err == nil && time.Since(held) >= maxHelperGrace:
+			grace = helperGrace // no helper for a while: we are the receiver
+		}
 		bye = l.bye
 		l.rx.Unlock()
 		if bye {
