@@ -400,14 +400,16 @@ const readerSpin = 0
 // helperGrace is how long readLoop leaves the ring alone after the last
 // helper left. While helpers keep returning within it, or take the ring
 // back from readLoop within maxHelperGrace, readLoop doubles it up to
-// maxHelperGrace (so a ping-pong or windowed loop wakes readLoop about once
-// a millisecond, not every 50 µs, and its spinning thread does not compete
-// with the ranks for the cores); once readLoop has received alone for
-// maxHelperGrace, it is back to helperGrace. A message that arrives while
-// no one helps waits at most maxHelperGrace for readLoop.
+// maxHelperGrace (so a ping-pong or windowed loop wakes readLoop a quarter
+// as often, and its spinning thread competes less with the ranks for the
+// cores); once readLoop has received alone for maxHelperGrace, it is back
+// to helperGrace. A message that arrives while no one helps waits at most
+// maxHelperGrace for readLoop: that bound matters for frames the peer
+// needs answered while this rank helps another link (a split rendezvous's
+// PUT), so it stays short.
 const (
 	helperGrace    = 50 * time.Microsecond
-	maxHelperGrace = time.Millisecond
+	maxHelperGrace = 200 * time.Microsecond
 )
 
 // readFrames is readLoop's receiving loop; see dst for where payloads go.
