@@ -157,6 +157,15 @@ type Config struct {
 	// wake-up that costs tens of µs on a busy machine); else 10 µs, so
 	// oversubscribed ranks give their cores to each other.
 	ShmSpin time.Duration
+	// KeepGOMAXPROCS leaves the Go scheduler's parallelism alone. By
+	// default, when the process manager says this host runs several ranks
+	// ($MPI_LOCALNRANKS) and $GOMAXPROCS is not set, Init lowers
+	// GOMAXPROCS to this rank's share of the CPUs it may use (at least 1),
+	// as an MPI rank bound to its cores would have: otherwise each of N
+	// ranks runs N Ps, whose idle threads and GC workers wake up on the
+	// cores the other ranks spin on (an 8-byte hop measured 0.18 µs
+	// steadily with the share, 0.21-0.43 µs without, 2 ranks on 2 CPUs).
+	KeepGOMAXPROCS bool
 
 	// testHost, when set, replaces this process's host identity, so that
 	// tests can put ranks of one process on pretend hosts: they use shared
@@ -222,6 +231,21 @@ func (c *Config) defaults() {
 		} else {
 			c.ShmSpin = 10 * time.Microsecond
 		}
+	}
+}
+
+// shareCPUs lowers GOMAXPROCS to this rank's share of the CPUs (see
+// Config.KeepGOMAXPROCS). An explicit $GOMAXPROCS wins.
+func shareCPUs() {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	n, err := strconv.Atoi(os.Getenv("MPI_LOCALNRANKS"))
+	if err != nil || n < 2 {
+		return
+	}
+	if share := max(1, runtime.NumCPU()/n); share < runtime.GOMAXPROCS(0) {
+		runtime.GOMAXPROCS(share)
 	}
 }
 
@@ -308,6 +332,9 @@ func Finalize() error {
 // InitConfig starts the runtime with cfg.
 func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	cfg.defaults()
+	if !cfg.KeepGOMAXPROCS {
+		shareCPUs()
+	}
 	if cfg.Bootstrap == nil {
 		c, err := client.New(ctx)
 		if err != nil {
