@@ -32,6 +32,7 @@ type message struct {
 	cma      bool   // rts: the sender offers its buffer for process_vm_readv
 	pid      int    // cma: sender's pid
 	addr     uint64 // cma: sender's buffer address
+	waits    bool   // cma: the sender is blocked on this send (flagWait)
 }
 
 func (r *recvOp) matches(ctx uint32, src, tag int) bool {

@@ -39,7 +39,10 @@ func sizeOf[T Number]() int {
 // reused: at once for small messages, after the receiver took the data for
 // large ones (rendezvous).
 func Send[T Number](c *Comm, buf []T, dest, tag int) error {
-	_, err := Isend(c, buf, dest, tag).Wait(context.Background())
+	if err := checkTag(tag, false); err != nil {
+		return err
+	}
+	_, err := c.isendWait(c.ctx, asBytes(buf), dest, tag, true).Wait(context.Background())
 	return err
 }
 
@@ -83,8 +86,11 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 // Sendrecv sends sendbuf to dest and receives into recvbuf from src at the
 // same time, so exchanges between pairs cannot deadlock.
 func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
+	if err := checkTag(sendtag, false); err != nil {
+		return Status{}, err
+	}
 	rr := Irecv(c, recvbuf, src, recvtag)
-	sr := Isend(c, sendbuf, dest, sendtag)
+	sr := c.isendWait(c.ctx, asBytes(sendbuf), dest, sendtag, true)
 	if l := rr.shmLink(); l != nil {
 		l.help(rr, sr) // receive on this goroutine until either is done
 	}
@@ -182,7 +188,7 @@ func (c *Comm) SendValue(v any, dest, tag int) error {
 	if err != nil {
 		return fmt.Errorf("mpi: send value: %w", err)
 	}
-	_, err = c.isend(c.ctx, data, dest, tag).Wait(context.Background())
+	_, err = c.isendWait(c.ctx, data, dest, tag, true).Wait(context.Background())
 	return err
 }
 
@@ -202,8 +208,15 @@ func (c *Comm) RecvValue(ptr any, src, tag int) (Status, error) {
 	return st, nil
 }
 
-// isend sends data on context ctx.
+// isend sends data on context ctx. Collectives (odd contexts) wait for
+// their sends right away.
 func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
+	return c.isendWait(ctx, data, dest, tag, ctx&1 == 1)
+}
+
+// isendWait is isend; waits says the caller is about to wait for the
+// request (see flagWait).
+func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Request {
 	p := c.p
 	if err := p.errClosed(); err != nil {
 		return doneRequest(err)
@@ -222,14 +235,14 @@ func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
 	pe := p.peers[w]
 	h := header{Ctx: ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data))}
 	if sl := pe.shmL.Load(); sl != nil && !pe.dead.Load() {
-		return p.isendShm(sl, h, data)
+		return p.isendShm(sl, h, data, waits)
 	}
 	l, err := p.getLink(p.ctx, pe)
 	if err != nil {
 		return doneRequest(err)
 	}
 	if sl, ok := l.(*shmLink); ok {
-		return p.isendShm(sl, h, data)
+		return p.isendShm(sl, h, data, waits)
 	}
 	req := newRequest()
 	if len(data) <= p.cfg.EagerLimit {
@@ -266,7 +279,7 @@ var reqDone = doneRequest(nil)
 // message is in the peer's ring when this returns (no allocation, no
 // goroutine hop); a long one sends its RTS the same way, so frames enter
 // the ring in send order (MPI's non-overtaking rule).
-func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
+func (p *proc) isendShm(l *shmLink, h header, data []byte, waits bool) *Request {
 	cma := cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load()
 	limit := p.cfg.EagerLimit
 	if cma {
@@ -283,7 +296,7 @@ func (p *proc) isendShm(l *shmLink, h header, data []byte) *Request {
 	req.link = l
 	h.ID = p.reqID.Add(1)
 	if cma {
-		l.sendCMA(h, data, req)
+		l.sendCMA(h, data, req, waits)
 		return req
 	}
 	h.Type = frameRTS

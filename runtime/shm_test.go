@@ -218,6 +218,47 @@ func TestShmCMASplit(t *testing.T) {
 	})
 }
 
+// A receive is split only when the sender will answer the PUT soon: not
+// while it is away from the runtime between Isend and Wait (its half
+// would wait for it), but once it waits.
+func TestShmCMASplitOnlyWhenSenderWaits(t *testing.T) {
+	needCMA(t)
+	comms, _ := shmWorld(t, 2, func(c *Config) { c.CMASplit = 100 << 10 })
+	exchange(t, comms, []int{1 << 20}) // the pair has read each other's memory once
+	big := pattern(1<<20, 3)
+	splits := func() int64 { return comms[1].p.shm.cmaSplits.Load() }
+	before := splits()
+	received := make(chan struct{})
+	each(t, comms, func(c *Comm) error {
+		if c.Rank() == 0 {
+			r := Isend(c, big, 1, 1)
+			<-received // "computing": not in the runtime until the data is taken
+			if _, err := r.Wait(context.Background()); err != nil {
+				return err
+			}
+			r = Isend(c, big, 1, 2)
+			_, err := r.Wait(context.Background()) // now waiting: the receiver may split
+			return err
+		}
+		got := make([]byte, len(big))
+		if _, err := Recv(c, got, 0, 1); err != nil || !bytes.Equal(got, big) {
+			return fmt.Errorf("recv while the sender is away: %v", err)
+		}
+		if n := splits() - before; n != 0 {
+			return fmt.Errorf("%d split receives from a sender that was not waiting", n)
+		}
+		close(received)
+		time.Sleep(50 * time.Millisecond) // the sender is in Wait by now
+		if _, err := Recv(c, got, 0, 2); err != nil || !bytes.Equal(got, big) {
+			return fmt.Errorf("recv from a waiting sender: %v", err)
+		}
+		if n := splits() - before; n != 1 {
+			return fmt.Errorf("%d split receives from a waiting sender, want 1", n)
+		}
+		return nil
+	})
+}
+
 // A sender that cannot write the receiver's memory answers PUTDONE failed;
 // the receiver reads that half itself, and stops asking that peer.
 func TestShmCMASplitPutRefused(t *testing.T) {

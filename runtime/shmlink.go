@@ -514,11 +514,13 @@ func (l *shmLink) help(r, also *Request) {
 	if also != nil {
 		idle = reqCtx{r, also}
 	}
+	l.ch.SetWord(1) // the peer may split its receives of our sends (splitAt)
 	for !l.bye && l.rxErr == nil && idle.Err() == nil {
 		if _, err := l.recvOne(idle, 0); err != nil {
 			break // ErrIdle: r is done; anything else is for readLoop
 		}
 	}
+	l.ch.SetWord(0)
 	l.rx.Unlock()
 	if l.helpers.Add(-1) == 0 {
 		select {
@@ -600,6 +602,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 			length: int(h.Len), id: h.ID, pe: pe}
 		if h.Flags&flagCMA != 0 {
 			m.cma = true
+			m.waits = h.Flags&flagWait != 0
 			m.pid = int(binary.LittleEndian.Uint64(l.desc[:]))
 			m.addr = binary.LittleEndian.Uint64(l.desc[8:])
 		}
@@ -759,9 +762,12 @@ func (l *shmLink) dst(n int) []byte {
 // out of this process. The request completes on FIN (or, if the receiver
 // cannot read it, after streaming on CTS), or when the peer fails; until
 // then peer.sends keeps data referenced, so its memory stays put.
-func (l *shmLink) sendCMA(h header, data []byte, req *Request) {
+func (l *shmLink) sendCMA(h header, data []byte, req *Request, waits bool) {
 	pe := l.pe
 	h.Type, h.Flags = frameRTS, flagCMA
+	if waits {
+		h.Flags |= flagWait
+	}
 	pe.mu.Lock()
 	if pe.err != nil {
 		err := pe.err
@@ -796,7 +802,7 @@ func (p *proc) readCMA(op *recvOp, m *message, l *shmLink, onReader bool) bool {
 	} else {
 		buf = op.buf[:min(m.length, len(op.buf))]
 	}
-	if half := l.splitAt(len(buf)); half > 0 {
+	if half := l.splitAt(len(buf), m.waits); half > 0 {
 		p.readSplit(op, m, l, buf, half, onReader)
 		return true
 	}
@@ -844,12 +850,19 @@ type splitRecv struct {
 }
 
 // splitAt is where a CMA rendezvous of n bytes is split, or 0 to read it
-// all: only large messages, and only once the pair has shown that cross-
+// all: only large messages, only once the pair has shown that cross-
 // memory attach works between them (one whole read), so a failing read
-// never leaves a PUT outstanding.
-func (l *shmLink) splitAt(n int) int {
+// never leaves a PUT outstanding, and only when the sender will answer the
+// PUT soon: it blocks on this send (waits, flagWait) or a goroutine of its
+// is receiving on this link right now (its ring word, set by help). A
+// sender busy computing between Isend and Wait would leave our receive
+// waiting for its half; then we read it all ourselves.
+func (l *shmLink) splitAt(n int, waits bool) int {
 	min := l.p.cfg.CMASplit
 	if min <= 0 || n < min || !l.cmaOK.Load() || l.noPut.Load() {
+		return 0
+	}
+	if !waits && l.ch.PeerWord() == 0 {
 		return 0
 	}
 	return n / 2 &^ 4095

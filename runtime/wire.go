@@ -32,6 +32,9 @@ const (
 	flagCMA uint8 = 1
 	// flagFailed on a framePutDone: process_vm_writev failed.
 	flagFailed uint8 = 2
+	// flagWait on a CMA RTS: the sender waits for this send right away
+	// (a blocking send), so it will answer a PUT promptly.
+	flagWait uint8 = 4
 )
 
 // cmaDescSize is the size of the descriptor that follows a flagCMA RTS.
@@ -50,7 +53,7 @@ const maxFrameLen = 1 << 40
 // header is the fixed binary frame header (little endian):
 //
 //	0  type   u8
-//	1  flags  u8 (0; flagCMA on an RTS, flagFailed on a PUTDONE)
+//	1  flags  u8 (0; flagCMA and flagWait on an RTS, flagFailed on a PUTDONE)
 //	2  resv   u16 (0)
 //	4  ctx    u32  communicator context id
 //	8  src    i32  sender's rank in that communicator
@@ -90,7 +93,7 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 	}
 	h.Type = b[0]
 	h.Flags = b[1]
-	okFlags := h.Flags == 0 || (h.Type == frameRTS && h.Flags == flagCMA) || (h.Type == framePutDone && h.Flags == flagFailed)
+	okFlags := h.Flags == 0 || (h.Type == frameRTS && h.Flags&^(flagCMA|flagWait) == 0) || (h.Type == framePutDone && h.Flags == flagFailed)
 	if !okFlags || b[2] != 0 || b[3] != 0 {
 		return h, fmt.Errorf("%w: reserved bytes set", errFrame)
 	}

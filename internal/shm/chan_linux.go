@@ -34,6 +34,8 @@ const (
 	offClosed   = 128 // 2 x uint32, side i has closed
 	offRings    = 256 // ring i's control block at offRings + i*ringStride
 	ringStride  = 512
+	offWord     = 1536 // 2 x uint64 at offWord + i*wordStride: side i's user word
+	wordStride  = 128
 
 	// Within a ring's control block.
 	rcHead     = 0   // uint64 bytes ever written (producer)
@@ -84,6 +86,7 @@ type Chan struct {
 	opt  Options
 
 	closedSelf, closedPeer *atomic.Uint32
+	wordSelf, wordPeer     *atomic.Uint64
 	closeMu                sync.Mutex // serialises Close
 	peerPid                int
 	peerStart              uint64
@@ -300,6 +303,8 @@ func newChan(mem []byte, side int, o Options) (*Chan, error) {
 	c := &Chan{mem: mem, side: side, opt: o}
 	c.closedSelf = u32(mem, offClosed+4*side)
 	c.closedPeer = u32(mem, offClosed+4*(1-side))
+	c.wordSelf = u64(mem, offWord+wordStride*side)
+	c.wordPeer = u64(mem, offWord+wordStride*(1-side))
 	peer := 1 - side
 	c.peerPid = int(u32(mem, offPid+4*peer).Load())
 	c.peerStart = u64(mem, offStart+8*peer).Load()
@@ -644,6 +649,15 @@ func (c *Chan) recv(ctx, idle context.Context, idleSpin time.Duration, hdr []byt
 }
 
 const maxInt = int(^uint(0) >> 1)
+
+// SetWord stores this side's user word, which the peer reads with
+// PeerWord: a cheap way to tell the peer about this side's state without a
+// message (the runtime says whether a goroutine is receiving on the ring).
+// Each side's word has a cache line to itself; no wake-up is involved.
+func (c *Chan) SetWord(v uint64) { c.wordSelf.Store(v) }
+
+// PeerWord returns the peer's user word (0 until it stores one).
+func (c *Chan) PeerWord() uint64 { return c.wordPeer.Load() }
 
 // Pending reports whether a message has at least started to arrive, so that
 // a progress loop polling several transports can call Recv only when it

@@ -42,5 +42,11 @@ func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) { return nil, ErrU
 // Close does nothing.
 func (c *Chan) Close() error { return nil }
 
+// SetWord does nothing.
+func (c *Chan) SetWord(v uint64) {}
+
+// PeerWord returns 0.
+func (c *Chan) PeerWord() uint64 { return 0 }
+
 // Pending returns false.
 func (c *Chan) Pending() bool { return false }

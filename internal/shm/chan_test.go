@@ -593,3 +593,24 @@ func TestCancelAndCloseRaces(t *testing.T) {
 		b.Close()
 	}
 }
+
+// Each side's user word is seen by the other side and by no one else's
+// store: the two words are separate.
+func TestUserWords(t *testing.T) {
+	a, b := pair(t, nil)
+	if a.PeerWord() != 0 || b.PeerWord() != 0 {
+		t.Fatalf("fresh words: %d, %d", a.PeerWord(), b.PeerWord())
+	}
+	a.SetWord(7)
+	b.SetWord(9)
+	if got := b.PeerWord(); got != 7 {
+		t.Errorf("b sees %d, want 7", got)
+	}
+	if got := a.PeerWord(); got != 9 {
+		t.Errorf("a sees %d, want 9", got)
+	}
+	a.SetWord(0)
+	if got := b.PeerWord(); got != 0 {
+		t.Errorf("b sees %d after reset, want 0", got)
+	}
+}
