@@ -514,13 +514,20 @@ func (l *shmLink) help(r, also *Request) {
 	if also != nil {
 		idle = reqCtx{r, also}
 	}
-	l.ch.SetWord(1) // the peer may split its receives of our sends (splitAt)
+	// Waiting for a rendezvous send that did not say so in its RTS (an
+	// Isend): tell the peer we now answer PUTs promptly (splitAt).
+	announce := r.link == l
+	if announce {
+		l.ch.SetWord(1)
+	}
 	for !l.bye && l.rxErr == nil && idle.Err() == nil {
 		if _, err := l.recvOne(idle, 0); err != nil {
 			break // ErrIdle: r is done; anything else is for readLoop
 		}
 	}
-	l.ch.SetWord(0)
+	if announce {
+		l.ch.SetWord(0)
+	}
 	l.rx.Unlock()
 	if l.helpers.Add(-1) == 0 {
 		select {

@@ -86,6 +86,7 @@ type Chan struct {
 	opt  Options
 
 	closedSelf, closedPeer *atomic.Uint32
+	wordMu                 sync.Mutex // SetWord and PeerWord against Close's unmap
 	wordSelf, wordPeer     *atomic.Uint64
 	closeMu                sync.Mutex // serialises Close
 	peerPid                int
@@ -654,10 +655,25 @@ const maxInt = int(^uint(0) >> 1)
 // PeerWord: a cheap way to tell the peer about this side's state without a
 // message (the runtime says whether a goroutine is receiving on the ring).
 // Each side's word has a cache line to itself; no wake-up is involved.
-func (c *Chan) SetWord(v uint64) { c.wordSelf.Store(v) }
+// After Close it does nothing.
+func (c *Chan) SetWord(v uint64) {
+	c.wordMu.Lock()
+	if c.mem != nil {
+		c.wordSelf.Store(v)
+	}
+	c.wordMu.Unlock()
+}
 
-// PeerWord returns the peer's user word (0 until it stores one).
-func (c *Chan) PeerWord() uint64 { return c.wordPeer.Load() }
+// PeerWord returns the peer's user word (0 until it stores one, and after
+// Close).
+func (c *Chan) PeerWord() uint64 {
+	c.wordMu.Lock()
+	defer c.wordMu.Unlock()
+	if c.mem == nil {
+		return 0
+	}
+	return c.wordPeer.Load()
+}
 
 // Pending reports whether a message has at least started to arrive, so that
 // a progress loop polling several transports can call Recv only when it
@@ -907,6 +923,8 @@ func (c *Chan) Close() error {
 	if c.mem == nil {
 		return nil
 	}
+	c.wordMu.Lock()
+	defer c.wordMu.Unlock()
 	err := unix.Munmap(c.mem)
 	c.mem = nil
 	return err

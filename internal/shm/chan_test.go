@@ -614,3 +614,16 @@ func TestUserWords(t *testing.T) {
 		t.Errorf("b sees %d after reset, want 0", got)
 	}
 }
+
+// The words may be used after Close (a goroutine leaving its wait while
+// the link shuts down): they read 0 and ignore stores, never touching the
+// unmapped file.
+func TestUserWordsAfterClose(t *testing.T) {
+	a, b := pair(t, nil)
+	b.SetWord(3)
+	a.Close()
+	a.SetWord(1)
+	if got := a.PeerWord(); got != 0 {
+		t.Fatalf("PeerWord after Close = %d, want 0", got)
+	}
+}
