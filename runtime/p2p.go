@@ -384,22 +384,15 @@ func (p *proc) acceptRTS(op *recvOp, m *message, direct bool) {
 	if sl, ok := pe.current().(*shmLink); ok && m.cma && p.readCMA(op, m, sl, !direct) {
 		return
 	}
-	pe.mu.Lock()
-	if pe.err != nil {
-		err := pe.err
-		pe.mu.Unlock()
-		op.req.complete(Status{}, err)
-		return
-	}
-	l := pe.ln
+	l := pe.current()
 	if l == nil {
-		pe.mu.Unlock()
 		op.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: errors.New("no connection")})
 		return
 	}
-	op.shared = true
-	pe.rdv[id] = op
-	pe.mu.Unlock()
+	if err := pe.addRdv(id, op); err != nil { // DATA finds it there
+		op.req.complete(Status{}, err)
+		return
+	}
 	l.send(&outFrame{h: header{Type: frameCTS, Ctx: ctx, Src: int32(src), ID: id}})
 }
 

@@ -882,16 +882,10 @@ func (p *proc) readSplit(op *recvOp, m *message, l *shmLink, buf []byte, half in
 	sp := &splitRecv{m: m, buf: buf, half: half}
 	sp.left.Store(2)
 	op.split = sp
-	pe.mu.Lock()
-	if pe.err != nil {
-		err := pe.err
-		pe.mu.Unlock()
+	if err := pe.addRdv(m.id, op); err != nil { // PUTDONE finds it there
 		op.req.complete(Status{}, err)
 		return
 	}
-	op.shared = true
-	pe.rdv[m.id] = op // PUTDONE finds it here; a peer failure fails it
-	pe.mu.Unlock()
 	p.shm.cmaSplits.Add(1)
 	var desc [putDescSize]byte
 	binary.LittleEndian.PutUint64(desc[:], uint64(os.Getpid()))

@@ -139,6 +139,20 @@ func (pe *peer) current() link {
 	return pe.ln
 }
 
+// addRdv records op as the receive of the peer's rendezvous id, where the
+// frames that finish it find it and a failure of the peer fails it; it
+// returns the peer's error instead if it already failed.
+func (pe *peer) addRdv(id uint64, op *recvOp) error {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.err != nil {
+		return pe.err
+	}
+	op.shared = true // referenced from rdv: not recycled (Recv)
+	pe.rdv[id] = op
+	return nil
+}
+
 // fail records err (first wins), wakes waiters, and fails every pending
 // rendezvous with this peer.
 func (pe *peer) fail(err error) {
