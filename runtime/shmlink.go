@@ -185,11 +185,11 @@ type shmLink struct {
 	timer *time.Timer   // ends the link at the shutdown deadline
 
 	// Receiving turns (see help): rx is held by whoever consumes the ring;
-	// helpers counts goroutines that want it; idleCancel ends readLoop's
-	// wait for the next message so it steps aside; resume wakes it.
+	// helpers is 1 while a goroutine wants or holds it instead of
+	// readLoop; idleCancel ends readLoop's wait for the next message so it
+	// steps aside; resume wakes it.
 	rx         sync.Mutex
-	helpers    atomic.Int32
-	helping    atomic.Bool
+	helpers    atomic.Int32 // 0 or 1: one helper at a time
 	idleCancel atomic.Pointer[context.CancelFunc]
 	resume     chan struct{}
 
@@ -492,11 +492,9 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 func (l *shmLink) help(r, also *Request) {
 	// One helper at a time: the others wait as before, for the helper or
 	// readLoop to complete their requests.
-	if !l.helping.CompareAndSwap(false, true) {
+	if !l.helpers.CompareAndSwap(0, 1) {
 		return
 	}
-	defer l.helping.Store(false)
-	l.helpers.Add(1)
 	if cancel := l.idleCancel.Load(); cancel != nil {
 		(*cancel)() // harmless if readLoop has already finished with it
 	}
@@ -529,11 +527,10 @@ func (l *shmLink) help(r, also *Request) {
 		l.ch.SetWord(0)
 	}
 	l.rx.Unlock()
-	if l.helpers.Add(-1) == 0 {
-		select {
-		case l.resume <- struct{}{}:
-		default:
-		}
+	l.helpers.Store(0)
+	select {
+	case l.resume <- struct{}{}:
+	default:
 	}
 }
 
