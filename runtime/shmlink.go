@@ -2,19 +2,10 @@ package mpi
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"os"
-	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,13 +19,6 @@ import (
 // its loss marks the peer dead, and the shm channel is only used when both
 // sides confirmed over it that they mapped the same file.
 
-// kvsHost is the KVS key prefix of a rank's host identity (see hostIdentity).
-const kvsHost = "gompi-rt-host-"
-
-// noShmHost is published by a rank that does not use shared memory, so
-// that both sides of every pair reach the same decision.
-const noShmHost = "-"
-
 // shmStats counts what the shared-memory transport did, for tests and
 // debugging.
 type shmStats struct {
@@ -45,111 +29,6 @@ type shmStats struct {
 	cmaSplits atomic.Int64 // CMA rendezvous copied half by each side
 	cmaPuts   atomic.Int64 // halves this rank wrote into a receiver (PUT)
 	putFalls  atomic.Int64 // PUTs this rank could not write (PUTDONE failed)
-}
-
-// hostIdentity names the shared-memory domain this process is in: same
-// boot, same host name, same mount namespace (so the same /dev/shm) and the
-// same user (the rendezvous files are 0600). Ranks with equal identities
-// try shared memory; "" means unknown (no shared memory).
-func hostIdentity() string {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	mnt, err := os.Readlink("/proc/self/ns/mnt")
-	if err != nil {
-		return ""
-	}
-	host, _ := os.Hostname()
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d", strings.TrimSpace(string(boot)), host, mnt, os.Getuid())
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// shmJobID is the job id used in rendezvous file names: $GOMPI_JOBID, else
-// the PMI kvsname, plus a suffix derived from the job secret so that a
-// stranger cannot predict (and squat) the names.
-func shmJobID(boot Bootstrap, secret []byte) string {
-	base := os.Getenv("GOMPI_JOBID")
-	if base == "" {
-		if k, ok := boot.(interface{ KVSName() string }); ok {
-			base = k.KVSName()
-		}
-	}
-	base = shm.JobBase(base)
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("gompi-shm-job"))
-	return base + "." + hex.EncodeToString(m.Sum(nil)[:8])
-}
-
-// hostOf returns a peer's published host identity (cached).
-func (p *proc) hostOf(ctx context.Context, rank int) (string, error) {
-	p.addrMu.Lock()
-	defer p.addrMu.Unlock()
-	if h, ok := p.hosts[rank]; ok {
-		return h, nil
-	}
-	h, err := p.boot.Get(ctx, kvsHost+strconv.Itoa(rank))
-	if err != nil {
-		return "", err
-	}
-	p.hosts[rank] = h
-	return h, nil
-}
-
-// shmConnectTimeout bounds setting up one shm channel; on failure the pair
-// falls back to TCP.
-const shmConnectTimeout = 10 * time.Second
-
-// negotiateShm runs, on both sides of a freshly authenticated connection,
-// the decision and setup of a shm channel. Both sides see the same two
-// host identities, so they agree on trying; both then call shm.Connect
-// (the lower rank creates the file) and exchange one status byte over the
-// authenticated connection, so they also agree on the outcome: shm is used
-// only if both mapped the file. A stranger who squatted or opened the file
-// makes one side fail, and the pair stays on TCP. It returns nil for TCP.
-func (p *proc) negotiateShm(ctx context.Context, pe *peer, conn net.Conn) *shmLink {
-	if p.shmJob == "" {
-		return nil
-	}
-	if h, err := p.hostOf(ctx, pe.rank); err != nil || h != p.hostID {
-		return nil
-	}
-	timeout := min(p.cfg.ConnectTimeout, shmConnectTimeout)
-	conn.SetDeadline(time.Now().Add(timeout + time.Second))
-	defer conn.SetDeadline(time.Time{})
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	theirs := make(chan byte, 1)
-	go func() {
-		var b [1]byte
-		if _, err := io.ReadFull(conn, b[:]); err != nil {
-			b[0] = 0xff
-		}
-		if b[0] != 1 {
-			cancel() // the peer failed: stop waiting for the file
-		}
-		theirs <- b[0]
-	}()
-	l := newShmLink(p, pe)
-	ch, err := shm.Connect(cctx, p.shmJob, p.rank, pe.rank, &shm.Options{
-		Dir: p.shmDir, RingSize: p.cfg.ShmRingSize, Spin: p.cfg.ShmSpin, Alive: l.alive})
-	mine := byte(0)
-	if err == nil {
-		mine = 1
-	}
-	_, werr := conn.Write([]byte{mine})
-	t := <-theirs
-	if mine == 1 && t == 1 && werr == nil {
-		l.ch = ch
-		p.shm.links.Add(1)
-		return l
-	}
-	if ch != nil {
-		ch.Close()
-	}
-	l.cancel()
-	return nil
 }
 
 // shmLink is a link over a shared-memory channel, with the authenticated
@@ -640,56 +519,14 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 			return 0, err
 		}
 	case framePutDone:
-		pe.mu.Lock()
-		op := pe.rdv[h.ID]
-		delete(pe.rdv, h.ID)
-		pe.mu.Unlock()
-		if op == nil || op.split == nil {
-			l.rxErr = fmt.Errorf("%w: putdone for unknown id %d", errFrame, h.ID)
-			return 0, l.rxErr
+		if err := l.putDone(h); err != nil {
+			l.rxErr = err
+			return 0, err
 		}
-		sp := op.split
-		if h.Flags&flagFailed != 0 {
-			// The peer could not write our memory: read its part too,
-			// and stop asking.
-			l.noPut.Store(true)
-			sp.putErr = cmaReadFn(sp.m.pid, sp.m.addr+uint64(sp.half), sp.buf[sp.half:])
-		}
-		p.finishSplit(op, l, true)
 	case frameBye:
 		l.bye = true
 	}
 	return n, nil
-}
-
-// put answers a receiver's PUT: write the tail of our rendezvous buffer
-// into its memory, then PUTDONE. It runs on the receiving goroutine; the
-// sender's core would otherwise sit idle while the receiver copies.
-func (l *shmLink) put(h *header) error {
-	pe := l.pe
-	pe.mu.Lock()
-	s := pe.sends[h.ID]
-	pe.mu.Unlock()
-	if s == nil || !s.cma {
-		return fmt.Errorf("%w: put for unknown id %d", errFrame, h.ID)
-	}
-	pid := int(binary.LittleEndian.Uint64(l.desc[:]))
-	addr := binary.LittleEndian.Uint64(l.desc[8:])
-	off := binary.LittleEndian.Uint64(l.desc[16:])
-	if off > uint64(len(s.payload)) || h.Len > uint64(len(s.payload))-off {
-		return fmt.Errorf("%w: put of %d bytes at %d outside a %d-byte message", errFrame, h.Len, off, len(s.payload))
-	}
-	done := header{Type: framePutDone, Ctx: h.Ctx, ID: h.ID}
-	if err := cmaWriteFn(pid, addr, s.payload[off:off+h.Len]); err != nil {
-		done.Flags = flagFailed
-		l.p.shm.putFalls.Add(1)
-	} else {
-		l.p.shm.cmaPuts.Add(1)
-	}
-	// The send stays in pe.sends: it completes on the receiver's FIN,
-	// which comes after this PUTDONE.
-	l.sendSoon(&outFrame{h: done})
-	return nil
 }
 
 // complete finishes a receive whose n-byte payload Recv just copied into
@@ -759,188 +596,5 @@ func (l *shmLink) dst(n int) []byte {
 			l.rerr = fmt.Errorf("%w: type %d carries no payload", errFrame, h.Type)
 		}
 		return nil
-	}
-}
-
-// sendCMA starts a rendezvous whose payload the receiver reads straight
-// out of this process. The request completes on FIN (or, if the receiver
-// cannot read it, after streaming on CTS), or when the peer fails; until
-// then peer.sends keeps data referenced, so its memory stays put.
-func (l *shmLink) sendCMA(h header, data []byte, req *Request, waits bool) {
-	pe := l.pe
-	h.Type, h.Flags = frameRTS, flagCMA
-	if waits {
-		h.Flags |= flagWait
-	}
-	pe.mu.Lock()
-	if pe.err != nil {
-		err := pe.err
-		pe.mu.Unlock()
-		req.complete(Status{}, err)
-		return
-	}
-	pe.sends[h.ID] = &sendOp{req: req, payload: data, cma: true}
-	pe.mu.Unlock()
-	var desc [cmaDescSize]byte
-	binary.LittleEndian.PutUint64(desc[:], uint64(os.Getpid()))
-	binary.LittleEndian.PutUint64(desc[8:], bufAddr(data))
-	if err := l.sendNow(&h, desc[:]); err != nil {
-		pe.mu.Lock()
-		delete(pe.sends, h.ID)
-		pe.mu.Unlock()
-		req.complete(Status{}, err)
-	}
-}
-
-// readCMA completes a matched CMA rendezvous by reading the sender's
-// buffer directly. It reports false if the read failed (no permission,
-// no such process in our pid namespace, no kernel support), in which case
-// the caller falls back to CTS and streaming.
-func (p *proc) readCMA(op *recvOp, m *message, l *shmLink, onReader bool) bool {
-	if p.cfg.NoCMA || !cmaSupported {
-		return false
-	}
-	var buf []byte
-	if op.alloc {
-		buf = make([]byte, m.length)
-	} else {
-		buf = op.buf[:min(m.length, len(op.buf))]
-	}
-	if half := l.splitAt(len(buf), m.waits); half > 0 {
-		p.readSplit(op, m, l, buf, half, onReader)
-		return true
-	}
-	if err := cmaReadFn(m.pid, m.addr, buf); err != nil {
-		p.shm.cmaFalls.Add(1)
-		return false
-	}
-	p.shm.cmaReads.Add(1)
-	l.cmaOK.Store(true)
-	l.sendFin(m, onReader)
-	p.completeCMA(op, m, buf)
-	return true
-}
-
-// sendFin tells the sender its buffer is no longer needed.
-func (l *shmLink) sendFin(m *message, onReader bool) {
-	fin := header{Type: frameFin, Ctx: m.ctx, ID: m.id}
-	if onReader {
-		l.sendSoon(&outFrame{h: fin})
-	} else {
-		l.sendNow(&fin, nil) // a failure here fails the peer; the data is ours already
-	}
-}
-
-// completeCMA completes a receive whose data is all in buf.
-func (p *proc) completeCMA(op *recvOp, m *message, buf []byte) {
-	if op.alloc {
-		p.deliver(op, m.src, m.tag, buf)
-	} else {
-		op.req.complete(recvStatus(op, m.src, m.tag, len(buf)), truncErr(m.length, len(op.buf)))
-	}
-}
-
-// splitRecv is a CMA rendezvous copied by both sides at once: the
-// receiver reads buf[:half] from the sender, the sender writes buf[half:]
-// (PUT, answered by PUTDONE). Each side's copy runs on its own core, so
-// a large message moves at up to twice the speed of one copy.
-type splitRecv struct {
-	m       *message
-	buf     []byte
-	half    int
-	left    atomic.Int32 // halves not yet copied
-	readErr error        // our half; written before left is decremented
-	putErr  error        // the sender's half, when we had to read it
-}
-
-// splitAt is where a CMA rendezvous of n bytes is split, or 0 to read it
-// all: only large messages, only once the pair has shown that cross-
-// memory attach works between them (one whole read), so a failing read
-// never leaves a PUT outstanding, and only when the sender will answer the
-// PUT soon: it blocks on this send (waits, flagWait) or a goroutine of its
-// is receiving on this link right now (its ring word, set by help). A
-// sender busy computing between Isend and Wait would leave our receive
-// waiting for its half; then we read it all ourselves.
-func (l *shmLink) splitAt(n int, waits bool) int {
-	min := l.p.cfg.CMASplit
-	if min <= 0 || n < min || !l.cmaOK.Load() || l.noPut.Load() {
-		return 0
-	}
-	if !waits && l.ch.PeerWord() == 0 {
-		return 0
-	}
-	return n / 2 &^ 4095
-}
-
-// readSplit asks the sender to write the tail of buf and reads the head.
-// The receive completes in finishSplit, after both halves.
-func (p *proc) readSplit(op *recvOp, m *message, l *shmLink, buf []byte, half int, onReader bool) {
-	pe := l.pe
-	sp := &splitRecv{m: m, buf: buf, half: half}
-	sp.left.Store(2)
-	op.split = sp
-	if err := pe.addRdv(m.id, op); err != nil { // PUTDONE finds it there
-		op.req.complete(Status{}, err)
-		return
-	}
-	p.shm.cmaSplits.Add(1)
-	var desc [putDescSize]byte
-	binary.LittleEndian.PutUint64(desc[:], uint64(os.Getpid()))
-	binary.LittleEndian.PutUint64(desc[8:], bufAddr(buf[half:]))
-	binary.LittleEndian.PutUint64(desc[16:], uint64(half))
-	put := header{Type: framePut, Ctx: m.ctx, Len: uint64(len(buf) - half), ID: m.id}
-	if onReader {
-		l.sendSoon(&outFrame{h: put, payload: desc[:]})
-	} else if err := l.sendNow(&put, desc[:]); err != nil {
-		return // the peer failed, and op with it
-	}
-	sp.readErr = cmaReadFn(m.pid, m.addr, buf[:half])
-	p.finishSplit(op, l, onReader)
-}
-
-// finishSplit records one copied half; after the second it answers FIN
-// and completes the receive.
-func (p *proc) finishSplit(op *recvOp, l *shmLink, onReader bool) {
-	sp := op.split
-	if sp.left.Add(-1) != 0 {
-		return
-	}
-	l.sendFin(sp.m, onReader)
-	if err := errors.Join(sp.readErr, sp.putErr); err != nil {
-		op.req.complete(Status{}, &PeerError{Rank: l.pe.rank, Err: fmt.Errorf("process_vm_readv: %w", err)})
-		return
-	}
-	p.completeCMA(op, sp.m, sp.buf)
-}
-
-// cmaReadFn is cmaRead; tests replace it to simulate a kernel or policy
-// that refuses cross-memory attach.
-var cmaReadFn = cmaRead
-
-// cmaWriteFn is cmaWrite; tests replace it to refuse the sender's half.
-var cmaWriteFn = cmaWrite
-
-// sweepShm removes rendezvous files of this job that name this rank (left
-// by a peer that died while connecting). Other pairs may still be
-// connecting, so their files are left to them and to the process manager.
-func (p *proc) sweepShm() {
-	if p.shmJob == "" {
-		return
-	}
-	ents, err := os.ReadDir(p.shmDir)
-	if err != nil {
-		return
-	}
-	prefix := "gompi-" + p.shmJob + "-"
-	me := strconv.Itoa(p.rank)
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok {
-			continue
-		}
-		a, b, ok := strings.Cut(rest, "-")
-		if ok && (a == me || b == me) {
-			os.Remove(filepath.Join(p.shmDir, e.Name()))
-		}
 	}
 }
