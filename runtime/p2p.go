@@ -252,19 +252,12 @@ func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Re
 	}
 	h.Type = frameRTS
 	h.ID = p.reqID.Add(1)
-	pe.mu.Lock()
-	if pe.err != nil {
-		err := pe.err
-		pe.mu.Unlock()
+	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
 		return doneRequest(err)
 	}
-	pe.sends[h.ID] = &sendOp{req: req, payload: data}
-	pe.mu.Unlock()
 	l.send(&outFrame{h: h, done: func(err error) {
 		if err != nil {
-			pe.mu.Lock()
-			delete(pe.sends, h.ID)
-			pe.mu.Unlock()
+			pe.takeSend(h.ID)
 			req.complete(Status{}, err)
 		}
 	}})
@@ -300,19 +293,11 @@ func (p *proc) isendShm(l *shmLink, h header, data []byte, waits bool) *Request 
 		return req
 	}
 	h.Type = frameRTS
-	pe := l.pe
-	pe.mu.Lock()
-	if pe.err != nil {
-		err := pe.err
-		pe.mu.Unlock()
+	if err := l.pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
 		return doneRequest(err)
 	}
-	pe.sends[h.ID] = &sendOp{req: req, payload: data}
-	pe.mu.Unlock()
 	if err := l.sendNow(&h, nil); err != nil {
-		pe.mu.Lock()
-		delete(pe.sends, h.ID)
-		pe.mu.Unlock()
+		l.pe.takeSend(h.ID)
 		req.complete(Status{}, err)
 	}
 	return req

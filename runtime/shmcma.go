@@ -73,22 +73,15 @@ func (l *shmLink) sendCMA(h header, data []byte, req *Request, waits bool) {
 	if waits {
 		h.Flags |= flagWait
 	}
-	pe.mu.Lock()
-	if pe.err != nil {
-		err := pe.err
-		pe.mu.Unlock()
+	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data, cma: true}); err != nil {
 		req.complete(Status{}, err)
 		return
 	}
-	pe.sends[h.ID] = &sendOp{req: req, payload: data, cma: true}
-	pe.mu.Unlock()
 	var desc [cmaDescSize]byte
 	binary.LittleEndian.PutUint64(desc[:], uint64(os.Getpid()))
 	binary.LittleEndian.PutUint64(desc[8:], bufAddr(data))
 	if err := l.sendNow(&h, desc[:]); err != nil {
-		pe.mu.Lock()
-		delete(pe.sends, h.ID)
-		pe.mu.Unlock()
+		pe.takeSend(h.ID)
 		req.complete(Status{}, err)
 	}
 }

@@ -351,7 +351,7 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 				grace = min(2*grace, maxHelperGrace)
 			}
 			held = time.Time{}
-		case err == nil && time.Since(held) >= maxHelperGrace:
+		case err == nil && grace != helperGrace && time.Since(held) >= maxHelperGrace:
 			grace = helperGrace // no helper for a while: we are the receiver
 		}
 		bye = l.bye

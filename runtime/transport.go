@@ -63,6 +63,19 @@ type sendOp struct {
 	cma     bool // offered for process_vm_readv (shared-memory links)
 }
 
+// addSend records s as the rendezvous send id to pe, where CTS, FIN and
+// PUT find it and a failure of the peer fails it; it returns the peer's
+// error instead if it already failed.
+func (pe *peer) addSend(id uint64, s *sendOp) error {
+	pe.mu.Lock()
+	defer pe.mu.Unlock()
+	if pe.err != nil {
+		return pe.err
+	}
+	pe.sends[id] = s
+	return nil
+}
+
 // takeSend removes and returns the rendezvous send with id (nil if none).
 func (pe *peer) takeSend(id uint64) *sendOp {
 	pe.mu.Lock()
