@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"sync"
+	"sync/atomic"
 )
 
 // recvOp is a posted receive (or a probe's view of one).
@@ -50,6 +51,21 @@ type engine struct {
 	failed     map[int]failure // world rank -> why
 	closed     error
 	changed    chan struct{} // closed and replaced when unexpected grows or peers fail
+
+	// queued says a receive is posted or a message waits, for recvDirect
+	// to read without the lock; stored only when it changes (rarely, in a
+	// loop of blocking receives: never), so that it costs the queues'
+	// users nothing. queuedNow is its value, read under mu.
+	queued    atomic.Bool
+	queuedNow bool
+}
+
+// trackLocked updates queued after the queues changed. Caller holds mu.
+func (e *engine) trackLocked() {
+	if q := len(e.posted)+len(e.unexpected) > 0; q != e.queuedNow {
+		e.queuedNow = q
+		e.queued.Store(q)
+	}
 }
 
 type failure struct {
@@ -74,6 +90,7 @@ func (e *engine) post(r *recvOp) (*message, error) {
 	for i, m := range e.unexpected {
 		if r.matches(m.ctx, m.src, m.tag) {
 			e.unexpected = removeAt(e.unexpected, i)
+			e.trackLocked()
 			e.mu.Unlock()
 			return m, nil
 		}
@@ -84,10 +101,15 @@ func (e *engine) post(r *recvOp) (*message, error) {
 	}
 	if err == nil {
 		e.posted = append(e.posted, r)
+		e.trackLocked()
 	}
 	e.mu.Unlock()
 	return nil, err
 }
+
+// empty says whether no receive is posted and no message waits (as of
+// some recent moment: see recvDirect for why that is enough).
+func (e *engine) empty() bool { return !e.queued.Load() }
 
 // deadSourceLocked says whether r waits on a failed peer: its own source,
 // or for AnySource any member that failed without finalizing.
@@ -114,6 +136,9 @@ func (e *engine) deadSourceLocked(r *recvOp) error {
 func (e *engine) takePosted(ctx uint32, src, tag int) *recvOp {
 	e.mu.Lock()
 	r := e.takePostedLocked(ctx, src, tag)
+	if r != nil {
+		e.trackLocked()
+	}
 	e.mu.Unlock()
 	return r
 }
@@ -148,6 +173,7 @@ func removeAt[T any](q []*T, i int) []*T {
 func (e *engine) arrive(m *message) *recvOp {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	defer e.trackLocked()
 	if r := e.takePostedLocked(m.ctx, m.src, m.tag); r != nil {
 		return r
 	}
@@ -163,6 +189,7 @@ func (e *engine) cancel(r *recvOp) bool {
 	for i, q := range e.posted {
 		if q == r {
 			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			e.trackLocked()
 			return true
 		}
 	}
@@ -209,6 +236,7 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 		e.posted[i] = nil
 	}
 	e.posted = kept
+	e.trackLocked()
 	e.notifyLocked()
 	e.mu.Unlock()
 	for _, r := range dead {
@@ -224,6 +252,7 @@ func (e *engine) failAll(err error) {
 	}
 	dead := e.posted
 	e.posted = nil
+	e.trackLocked()
 	e.notifyLocked()
 	e.mu.Unlock()
 	for _, r := range dead {

@@ -61,6 +61,9 @@ func Recv[T Number](c *Comm, buf []T, src, tag int) (Status, error) {
 	if err := checkTag(tag, true); err != nil {
 		return Status{}, err
 	}
+	if st, err, ok := c.recvDirect(asBytes(buf), sizeOf[T](), src, tag); ok {
+		return st, err
+	}
 	// A blocking receive's request is never seen by the caller, so it is
 	// recycled: at a million messages a second, allocating one each time
 	// made the garbage collector run every few milliseconds.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,6 +28,7 @@ type shmStats struct {
 	cmaSplits atomic.Int64 // CMA rendezvous copied half by each side
 	cmaPuts   atomic.Int64 // halves this rank wrote into a receiver (PUT)
 	putFalls  atomic.Int64 // PUTs this rank could not write (PUTDONE failed)
+	direct    atomic.Int64 // blocking receives matched on the ring (recvDirect)
 }
 
 // shmLink is a link over a shared-memory channel, with the authenticated
@@ -63,16 +63,30 @@ type shmLink struct {
 	wdone chan struct{} // closed when the writer exits
 	timer *time.Timer   // ends the link at the shutdown deadline
 
-	// Receiving turns (see help): rx is held by whoever consumes the ring;
-	// helpers is 1 while a goroutine wants or holds it instead of
-	// readLoop; idleCancel ends readLoop's wait for the next message so it
-	// steps aside; resume wakes it.
-	rx         sync.Mutex
-	helpers    atomic.Int32 // 0 or 1: one helper at a time
+	// Receiving turns (see help): tok says who consumes the ring (tokFree,
+	// tokReader: readLoop, tokHelper: a waiting goroutine); want is set
+	// while a helper waits for readLoop to step aside, idleCancel ends
+	// readLoop's wait for the next message so that it does, and freed
+	// tells the helper it has; resume wakes readLoop when a helper leaves.
+	// One word, so that a helper's turn costs two atomic operations.
+	tok        atomic.Int32
+	want       atomic.Int32
 	idleCancel atomic.Pointer[context.CancelFunc]
 	resume     chan struct{}
+	freed      chan struct{}
 
-	// Receiver state, owned by the holder of rx (dst runs inside Recv).
+	// A blocking Recv taking its message straight from the ring (see
+	// recvDirect): xwant is its receive until a frame claims it, xop its
+	// storage, xst/xerr/xdone the result of an eager match, xreq the
+	// request of a rendezvous match.
+	xwant *recvOp
+	xop   recvOp
+	xst   Status
+	xerr  error
+	xdone bool
+	xreq  *Request
+
+	// Receiver state, owned by the holder of tok (dst runs inside Recv).
 	bye   bool  // BYE received
 	rxErr error // the ring failed
 	hb    [headerSize]byte
@@ -85,7 +99,8 @@ type shmLink struct {
 }
 
 func newShmLink(p *proc, pe *peer) *shmLink {
-	l := &shmLink{p: p, pe: pe, frameQueue: frameQueue{kick: make(chan struct{}, 1)}, wdone: make(chan struct{}), resume: make(chan struct{}, 1)}
+	l := &shmLink{p: p, pe: pe, frameQueue: frameQueue{kick: make(chan struct{}, 1)}, wdone: make(chan struct{}),
+		resume: make(chan struct{}, 1), freed: make(chan struct{}, 1)}
 	l.lctx, l.cancel = context.WithCancel(context.Background())
 	l.dstFn = l.dst
 	return l
@@ -260,7 +275,7 @@ func (l *shmLink) readLoop() {
 }
 
 // Receiving takes turns. The ring has one consumer at a time: whoever
-// holds l.rx. Normally that is readLoop's goroutine, blocked in the ring.
+// holds l.tok. Normally that is readLoop's goroutine, blocked in the ring.
 // A goroutine that waits for a request involving this peer (Request.Wait)
 // instead takes the ring over (help): it registers in l.helpers, which
 // tells readLoop to step aside (its wait for the next message ends with
@@ -291,6 +306,16 @@ const (
 	maxHelperGrace = 200 * time.Microsecond
 )
 
+// Who consumes the ring (shmLink.tok).
+const (
+	tokFree = iota
+	tokReader
+	tokHelper
+)
+
+// helping says a helper holds the ring or waits for it.
+func (l *shmLink) helping() bool { return l.tok.Load() == tokHelper || l.want.Load() != 0 }
+
 // readFrames is readLoop's receiving loop; see dst for where payloads go.
 func (l *shmLink) readFrames() (bye bool, err error) {
 	grace := helperGrace
@@ -299,7 +324,7 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 	t.Stop()
 	defer t.Stop()
 	for {
-		if l.helpers.Load() > 0 {
+		if l.helping() {
 			held = time.Time{}
 			select {
 			case <-l.resume:
@@ -315,24 +340,29 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 			case <-l.lctx.Done():
 				// Take the ring once more to learn how it ended.
 			}
-			if l.helpers.Load() > 0 && l.lctx.Err() == nil {
+			if l.helping() && l.lctx.Err() == nil {
 				// Helpers keep coming back: look less often. Each
 				// look is a thread wake-up on a core the ranks use.
 				grace = min(2*grace, maxHelperGrace)
 				continue
 			}
 		}
-		l.rx.Lock()
+		if !l.tok.CompareAndSwap(tokFree, tokReader) {
+			// A helper has it (even after lctx ended, until its
+			// receive returns): it signals resume when it leaves.
+			<-l.resume
+			continue
+		}
 		if l.bye || l.rxErr != nil {
 			bye, err = l.bye, l.rxErr
-			l.rx.Unlock()
+			l.releaseReader()
 			return bye, err
 		}
 		idle, cancel := context.WithCancel(l.lctx)
-		// Publish cancel, then look for helpers; help counts itself, then
-		// looks for cancel: one of the two sees the other.
+		// Publish cancel, then look for a waiting helper; acquire sets
+		// want, then looks for cancel: one of the two sees the other.
 		l.idleCancel.Store(&cancel)
-		if l.helpers.Load() > 0 {
+		if l.want.Load() != 0 {
 			cancel() // a helper came meanwhile
 		}
 		if held.IsZero() {
@@ -355,7 +385,7 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 			grace = helperGrace // no helper for a while: we are the receiver
 		}
 		bye = l.bye
-		l.rx.Unlock()
+		l.releaseReader()
 		if bye {
 			return true, nil
 		}
@@ -365,27 +395,65 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 	}
 }
 
+func (l *shmLink) releaseReader() {
+	l.tok.Store(tokFree)
+	if l.want.Load() != 0 {
+		select {
+		case l.freed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// acquire takes the ring for a helper. It fails when another helper has
+// it or is waiting for it: one helper at a time, the others wait as
+// before, for the helper or readLoop to complete their requests.
+func (l *shmLink) acquire() bool {
+	if l.tok.CompareAndSwap(tokFree, tokHelper) {
+		return true
+	}
+	if l.tok.Load() == tokHelper || !l.want.CompareAndSwap(0, 1) {
+		return false
+	}
+	defer l.want.Store(0)
+	for i := 0; ; i++ {
+		if cancel := l.idleCancel.Load(); cancel != nil {
+			(*cancel)() // harmless if readLoop has already finished with it
+		}
+		if l.tok.CompareAndSwap(tokFree, tokHelper) {
+			return true
+		}
+		if l.tok.Load() == tokHelper {
+			return false // another helper got in first
+		}
+		// readLoop notices the cancel within its spin (well under a
+		// µs), so poll briefly before sleeping, which costs a wake-up.
+		if i < 1000 {
+			runtime.Gosched()
+			continue
+		}
+		select {
+		case <-l.freed:
+		case <-time.After(time.Millisecond): // readLoop may have left for good
+		}
+	}
+}
+
+// release gives the ring back after acquire and lets readLoop resume.
+func (l *shmLink) release() {
+	l.tok.Store(tokFree)
+	select {
+	case l.resume <- struct{}{}:
+	default:
+	}
+}
+
 // help receives frames on the calling goroutine until r completes (see
 // above). It gives up, leaving the rest to readLoop, when the ring fails
 // or says goodbye.
 func (l *shmLink) help(r, also *Request) {
-	// One helper at a time: the others wait as before, for the helper or
-	// readLoop to complete their requests.
-	if !l.helpers.CompareAndSwap(0, 1) {
+	if !l.acquire() {
 		return
-	}
-	if cancel := l.idleCancel.Load(); cancel != nil {
-		(*cancel)() // harmless if readLoop has already finished with it
-	}
-	// readLoop notices the kick within its spin (well under a µs), so
-	// poll for the token briefly before sleeping on the mutex, which would
-	// cost a wake-up.
-	for i := 0; !l.rx.TryLock(); i++ {
-		if i == 1000 {
-			l.rx.Lock()
-			break
-		}
-		runtime.Gosched()
 	}
 	var idle context.Context = (*reqWait)(r) // no allocation
 	if also != nil {
@@ -397,19 +465,20 @@ func (l *shmLink) help(r, also *Request) {
 	if announce {
 		l.ch.SetWord(1)
 	}
-	for !l.bye && l.rxErr == nil && idle.Err() == nil {
-		if _, err := l.recvOne(idle, 0); err != nil {
-			break // ErrIdle: r is done; anything else is for readLoop
-		}
-	}
+	l.helpUntil(idle)
 	if announce {
 		l.ch.SetWord(0)
 	}
-	l.rx.Unlock()
-	l.helpers.Store(0)
-	select {
-	case l.resume <- struct{}{}:
-	default:
+	l.release()
+}
+
+// helpUntil receives and dispatches frames until idle ends, the ring
+// fails or says goodbye. The caller holds the ring.
+func (l *shmLink) helpUntil(idle context.Context) {
+	for !l.bye && l.rxErr == nil && idle.Err() == nil {
+		if _, err := l.recvOne(idle, 0); err != nil {
+			break // ErrIdle: idle ended; anything else is for readLoop
+		}
 	}
 }
 
@@ -445,7 +514,7 @@ func (w *reqWait) Err() error {
 }
 func (*reqWait) Value(any) any { return nil }
 
-// recvOne receives and dispatches one frame. Caller holds l.rx. A ring
+// recvOne receives and dispatches one frame. Caller holds the ring (tok). A ring
 // failure is recorded in l.rxErr, a BYE in l.bye.
 func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err error) {
 	p, pe := l.p, l.pe
@@ -461,7 +530,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 	}
 	if err != nil {
 		if l.rop != nil {
-			l.rop.req.complete(Status{}, &PeerError{Rank: pe.rank, Err: err})
+			l.finish(l.rop, Status{}, &PeerError{Rank: pe.rank, Err: err})
 		}
 		l.rxErr = err
 		return 0, err
@@ -489,7 +558,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 			m.pid = int(binary.LittleEndian.Uint64(l.desc[:]))
 			m.addr = binary.LittleEndian.Uint64(l.desc[8:])
 		}
-		if op := p.eng.arrive(m); op != nil {
+		if op := l.claimRTS(m); op != nil {
 			p.acceptRTS(op, m, false)
 		}
 	case frameCTS:
@@ -537,19 +606,18 @@ func (l *shmLink) complete(op *recvOp, src, tag, n int) {
 		return
 	}
 	k := min(n, len(op.buf))
-	op.req.complete(recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
+	l.finish(op, recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
 }
 
 // dst runs inside Recv once the header is in l.hb and the payload length
 // is known: it validates the header and picks where the payload goes, the
 // posted receive's own buffer whenever there is one.
 func (l *shmLink) dst(n int) []byte {
-	h, err := decodeHeader(l.hb[:], l.p.cfg.EagerLimit)
-	if err != nil {
+	h := &l.rh
+	if err := h.decode(l.hb[:], l.p.cfg.EagerLimit); err != nil {
 		l.rerr = err
 		return nil
 	}
-	l.rh = h
 	switch h.Type {
 	case frameEager, frameData:
 		if uint64(n) != h.Len {
@@ -558,7 +626,7 @@ func (l *shmLink) dst(n int) []byte {
 		}
 		var op *recvOp
 		if h.Type == frameEager {
-			op = l.p.eng.takePosted(h.Ctx, int(h.Src), int(h.Tag))
+			op = l.claimEager(h.Ctx, int(h.Src), int(h.Tag))
 		} else {
 			l.pe.mu.Lock()
 			op = l.pe.rdv[h.ID]

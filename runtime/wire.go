@@ -88,14 +88,21 @@ func (h *header) encode(b []byte) {
 // payloads (they are buffered by the receiver).
 func decodeHeader(b []byte, eagerLimit int) (header, error) {
 	var h header
+	err := h.decode(b, eagerLimit)
+	return h, err
+}
+
+// decode is decodeHeader into h, which spares the receiving hot path two
+// copies of the header.
+func (h *header) decode(b []byte, eagerLimit int) error {
 	if len(b) < headerSize {
-		return h, fmt.Errorf("%w: short header (%d bytes)", errFrame, len(b))
+		return fmt.Errorf("%w: short header (%d bytes)", errFrame, len(b))
 	}
 	h.Type = b[0]
 	h.Flags = b[1]
 	okFlags := h.Flags == 0 || (h.Type == frameRTS && h.Flags&^(flagCMA|flagWait) == 0) || (h.Type == framePutDone && h.Flags == flagFailed)
 	if !okFlags || b[2] != 0 || b[3] != 0 {
-		return h, fmt.Errorf("%w: reserved bytes set", errFrame)
+		return fmt.Errorf("%w: reserved bytes set", errFrame)
 	}
 	h.Ctx = binary.LittleEndian.Uint32(b[4:])
 	h.Src = int32(binary.LittleEndian.Uint32(b[8:]))
@@ -105,25 +112,25 @@ func decodeHeader(b []byte, eagerLimit int) (header, error) {
 	switch h.Type {
 	case frameEager:
 		if h.Len > uint64(eagerLimit) {
-			return h, fmt.Errorf("%w: eager payload %d over limit %d", errFrame, h.Len, eagerLimit)
+			return fmt.Errorf("%w: eager payload %d over limit %d", errFrame, h.Len, eagerLimit)
 		}
 		if h.Src < 0 || h.Tag < 0 {
-			return h, fmt.Errorf("%w: negative source or tag", errFrame)
+			return fmt.Errorf("%w: negative source or tag", errFrame)
 		}
 	case frameRTS:
 		if h.Len > maxFrameLen || h.Src < 0 || h.Tag < 0 {
-			return h, fmt.Errorf("%w: bad rts", errFrame)
+			return fmt.Errorf("%w: bad rts", errFrame)
 		}
 	case frameData, framePut:
 		if h.Len > maxFrameLen {
-			return h, fmt.Errorf("%w: data length %d", errFrame, h.Len)
+			return fmt.Errorf("%w: data length %d", errFrame, h.Len)
 		}
 	case frameCTS, frameBye, frameFin, framePutDone:
 		if h.Len != 0 {
-			return h, fmt.Errorf("%w: type %d carries no payload", errFrame, h.Type)
+			return fmt.Errorf("%w: type %d carries no payload", errFrame, h.Type)
 		}
 	default:
-		return h, fmt.Errorf("%w: unknown type %d", errFrame, h.Type)
+		return fmt.Errorf("%w: unknown type %d", errFrame, h.Type)
 	}
-	return h, nil
+	return nil
 }

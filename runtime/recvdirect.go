@@ -1,0 +1,118 @@
+package mpi
+
+import (
+	"context"
+	"time"
+)
+
+// A blocking Recv from a same-host peer can skip the matching engine: the
+// calling goroutine takes the peer's ring (as a helper does) and, when the
+// engine holds neither a posted receive nor an unexpected message, keeps
+// its receive to itself and matches each frame it reads against it before
+// the engine sees the frame. That is MPI's matching order still: no
+// earlier receive exists that could claim the frame, no message already
+// received can match this receive, and frames from this peer reach the
+// engine only through the ring, which the caller holds. A receive posted
+// by another goroutine meanwhile is later than this one, so it loses a
+// frame both match, as it would in the queue. Frames that do not match go
+// to the engine as usual.
+//
+// It saves a blocking receive the engine's lock twice (post and match),
+// the request's atomics, and a pooled request: a third of the Go-side cost
+// of an 8-byte hop (docs/transport.md, "Third round").
+
+// recvDirect tries the direct path. ok false means it did not apply (or
+// the ring ended before a frame matched): nothing was received, and the
+// caller takes the ordinary path, which also reports errors.
+func (c *Comm) recvDirect(buf []byte, elem, src, tag int) (st Status, err error, ok bool) {
+	p := c.p
+	if src < 0 || src >= len(c.group) {
+		return Status{}, nil, false
+	}
+	w := c.group[src]
+	if w == p.rank {
+		return Status{}, nil, false
+	}
+	pe := p.peers[w]
+	l := pe.shmL.Load()
+	if l == nil || pe.dead.Load() || p.errClosed() != nil || !l.acquire() {
+		return Status{}, nil, false
+	}
+	if !p.eng.empty() {
+		l.release()
+		return Status{}, nil, false
+	}
+	l.xop = recvOp{ctx: c.ctx, src: src, tag: tag, srcWorld: w, comm: c, buf: buf, elem: elem}
+	l.xwant, l.xdone, l.xreq = &l.xop, false, nil
+	l.helpUntil(directWait{l})
+	l.xwant = nil   // unclaimed if the ring ended: the ordinary path takes over
+	l.xop.buf = nil // drop the caller's buffer
+	if l.xdone {
+		st, err, l.xerr = l.xst, l.xerr, nil
+		l.release()
+		p.shm.direct.Add(1)
+		return st, err, true
+	}
+	r := l.xreq
+	l.xreq = nil
+	if r == nil {
+		l.release()
+		return Status{}, nil, false
+	}
+	// A rendezvous matched: its request finishes like any other.
+	l.helpUntil((*reqWait)(r))
+	l.release()
+	p.shm.direct.Add(1)
+	st, err = r.Wait(context.Background())
+	return st, err, true
+}
+
+// directWait is the context of recvDirect's wait: it ends once a frame
+// claimed the receive, or with the link. Done is the link's: the ring
+// asks for it only before it sleeps.
+type directWait struct{ l *shmLink }
+
+func (directWait) Deadline() (d time.Time, ok bool) { return }
+func (w directWait) Done() <-chan struct{}          { return w.l.lctx.Done() }
+func (w directWait) Err() error {
+	if w.l.xwant == nil {
+		return context.Canceled
+	}
+	return w.l.lctx.Err()
+}
+func (directWait) Value(any) any { return nil }
+
+// claimEager returns the receive an eager frame's envelope goes to: the
+// direct receive if it matches, else the first matching posted one.
+func (l *shmLink) claimEager(ctx uint32, src, tag int) *recvOp {
+	if x := l.xwant; x != nil && x.matches(ctx, src, tag) {
+		l.xwant = nil
+		return x
+	}
+	return l.p.eng.takePosted(ctx, src, tag)
+}
+
+// claimRTS returns the receive a rendezvous goes to, as claimEager; the
+// direct receive gets a request of its own, since the payload arrives
+// later (or is copied by both sides).
+func (l *shmLink) claimRTS(m *message) *recvOp {
+	if x := l.xwant; x != nil && x.matches(m.ctx, m.src, m.tag) {
+		l.xwant = nil
+		rr := &recvReq{op: *x}
+		rr.op.req = &rr.req
+		rr.req.op, rr.req.eng = &rr.op, l.p.eng
+		l.xreq = &rr.req
+		return &rr.op
+	}
+	return l.p.eng.arrive(m)
+}
+
+// finish completes a receive the link matched: the direct receive's
+// result is kept for recvDirect, any other completes its request.
+func (l *shmLink) finish(op *recvOp, st Status, err error) {
+	if op == &l.xop {
+		l.xst, l.xerr, l.xdone = st, err, true
+		return
+	}
+	op.req.complete(st, err)
+}
