@@ -49,8 +49,8 @@ func (c *Comm) recvDirect(buf []byte, elem, src, tag int) (st Status, err error,
 	l.xop.buf = nil // drop the caller's buffer
 	if l.xdone {
 		st, err, l.xerr = l.xst, l.xerr, nil
+		l.xn++
 		l.release()
-		p.shm.direct.Add(1)
 		return st, err, true
 	}
 	r := l.xreq
@@ -61,8 +61,8 @@ func (c *Comm) recvDirect(buf []byte, elem, src, tag int) (st Status, err error,
 	}
 	// A rendezvous matched: its request finishes like any other.
 	l.helpUntil((*reqWait)(r))
+	l.xn++
 	l.release()
-	p.shm.direct.Add(1)
 	st, err = r.Wait(context.Background())
 	return st, err, true
 }

@@ -28,7 +28,6 @@ type shmStats struct {
 	cmaSplits atomic.Int64 // CMA rendezvous copied half by each side
 	cmaPuts   atomic.Int64 // halves this rank wrote into a receiver (PUT)
 	putFalls  atomic.Int64 // PUTs this rank could not write (PUTDONE failed)
-	direct    atomic.Int64 // blocking receives matched on the ring (recvDirect)
 }
 
 // shmLink is a link over a shared-memory channel, with the authenticated
@@ -74,6 +73,7 @@ type shmLink struct {
 	idleCancel atomic.Pointer[context.CancelFunc]
 	resume     chan struct{}
 	freed      chan struct{}
+	unmap      atomic.Bool // closeRing waits for the ring to be free
 
 	// A blocking Recv taking its message straight from the ring (see
 	// recvDirect): xwant is its receive until a frame claims it, xop its
@@ -85,6 +85,7 @@ type shmLink struct {
 	xerr  error
 	xdone bool
 	xreq  *Request
+	xn    int // direct receives done, for tests (an atomic would cost a hop 3 ns)
 
 	// Receiver state, owned by the holder of tok (dst runs inside Recv).
 	bye   bool  // BYE received
@@ -119,7 +120,28 @@ func (l *shmLink) alive() error {
 func (l *shmLink) controlLost(err error) {
 	l.lost.CompareAndSwap(nil, &err)
 	l.cancel()
-	l.ch.Close()
+	l.closeRing()
+}
+
+// closeRing closes the channel: at once for its users (Shutdown wakes
+// them; later calls fail without touching the memory), and unmaps it once
+// no one holds the ring, since receives skip the channel's own lock
+// (recvOne). A caller holding the ring leaves the unmap to its release.
+func (l *shmLink) closeRing() {
+	l.ch.Shutdown()
+	l.unmap.Store(true)
+	l.tryUnmap()
+}
+
+func (l *shmLink) tryUnmap() {
+	if l.tok.CompareAndSwap(tokFree, tokClosing) {
+		l.ch.Close() // waits for a Send in progress, which Shutdown ended
+		l.tok.Store(tokFree)
+		select {
+		case l.resume <- struct{}{}: // readLoop may have waited for the ring
+		default:
+		}
+	}
 }
 
 func (l *shmLink) failure(err error) error {
@@ -231,7 +253,7 @@ func (l *shmLink) shutdown(deadline time.Time) {
 // close drops the link at once.
 func (l *shmLink) close() {
 	l.cancel()
-	l.ch.Close()
+	l.closeRing()
 	l.tcp.close()
 }
 
@@ -263,7 +285,7 @@ func (l *shmLink) readLoop() {
 		case <-l.lctx.Done():
 		}
 		l.cancel()
-		l.ch.Close()
+		l.closeRing()
 	} else {
 		l.close()
 	}
@@ -311,6 +333,7 @@ const (
 	tokFree = iota
 	tokReader
 	tokHelper
+	tokClosing // closeRing unmaps the channel
 )
 
 // helping says a helper holds the ring or waits for it.
@@ -397,6 +420,9 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 
 func (l *shmLink) releaseReader() {
 	l.tok.Store(tokFree)
+	if l.unmap.Load() {
+		l.tryUnmap()
+	}
 	if l.want.Load() != 0 {
 		select {
 		case l.freed <- struct{}{}:
@@ -442,6 +468,9 @@ func (l *shmLink) acquire() bool {
 // release gives the ring back after acquire and lets readLoop resume.
 func (l *shmLink) release() {
 	l.tok.Store(tokFree)
+	if l.unmap.Load() {
+		l.tryUnmap()
+	}
 	select {
 	case l.resume <- struct{}{}:
 	default:
@@ -519,7 +548,7 @@ func (*reqWait) Value(any) any { return nil }
 func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err error) {
 	p, pe := l.p, l.pe
 	l.rop, l.rdata, l.rerr = nil, nil, nil
-	n, err = l.ch.RecvSplitIdle(l.lctx, idle, spin, l.hb[:], l.dstFn)
+	n, err = l.ch.RecvSplitIdleExclusive(l.lctx, idle, spin, l.hb[:], l.dstFn)
 	if err == shm.ErrIdle {
 		return 0, err
 	}

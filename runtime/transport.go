@@ -245,7 +245,7 @@ func (p *proc) attachLocked(pe *peer, conn net.Conn, sl *shmLink) {
 		conn.Close() // Finalize or Abort already went over the peers
 		if sl != nil {
 			sl.cancel()
-			sl.ch.Close()
+			sl.closeRing()
 		}
 		return
 	}
@@ -393,7 +393,7 @@ func (p *proc) accept(conn net.Conn) error {
 		pe.dialing = wasDialing && pe.ln == nil
 		if sl != nil {
 			sl.cancel()
-			sl.ch.Close()
+			sl.closeRing()
 		}
 		return errors.New("peer failed while connecting")
 	}
@@ -480,7 +480,7 @@ func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
 	if !stop() {
 		if sl != nil {
 			sl.cancel()
-			sl.ch.Close()
+			sl.closeRing()
 		}
 		return fail(ctx.Err())
 	}
@@ -490,7 +490,7 @@ func (p *proc) dialOnce(ctx context.Context, pe *peer) (dup bool, err error) {
 		conn.Close() // cannot happen with the tie-break; be safe
 		if sl != nil {
 			sl.cancel()
-			sl.ch.Close()
+			sl.closeRing()
 		}
 		return false, nil
 	}

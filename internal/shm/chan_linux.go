@@ -317,9 +317,31 @@ func (c *Chan) RecvSplitIdle(ctx, idle context.Context, spin time.Duration, hdr 
 	return c.recv(ctx, idle, spin, hdr, dst)
 }
 
+// RecvSplitIdleExclusive is RecvSplitIdle without the receive lock, for a
+// caller that serialises its receives itself and never lets Close run
+// during one: it calls Shutdown instead, and Close once no receive can be
+// in progress. (The lock was a sixth of the runtime's cost of an 8-byte
+// hop.)
+func (c *Chan) RecvSplitIdleExclusive(ctx, idle context.Context, spin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
+	if hdr == nil {
+		hdr = []byte{}
+	}
+	return c.recvUnlocked(ctx, idle, spin, hdr, dst)
+}
+
+// Shutdown marks the channel closed and wakes every waiter on both sides,
+// as Close does, but leaves the memory mapped: calls in progress return
+// (receives after the messages completely sent before), later ones fail
+// with ErrClosed without touching the mapping. Close unmaps it.
+func (c *Chan) Shutdown() { c.markClosed() }
+
 func (c *Chan) recv(ctx, idle context.Context, idleSpin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
 	c.recvMu.Lock()
 	defer c.recvMu.Unlock()
+	return c.recvUnlocked(ctx, idle, idleSpin, hdr, dst)
+}
+
+func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
 	if c.closing.Load() {
 		return 0, ErrClosed
 	}

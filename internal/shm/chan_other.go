@@ -42,6 +42,14 @@ func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) { return nil, ErrU
 // Close does nothing.
 func (c *Chan) Close() error { return nil }
 
+// RecvSplitIdleExclusive is not supported on this platform.
+func (c *Chan) RecvSplitIdleExclusive(ctx, idle context.Context, spin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
+	return 0, ErrUnsupported
+}
+
+// Shutdown does nothing on this platform.
+func (c *Chan) Shutdown() {}
+
 // SetWord does nothing.
 func (c *Chan) SetWord(v uint64) {}
 

@@ -627,3 +627,37 @@ func TestUserWordsAfterClose(t *testing.T) {
 		t.Fatalf("PeerWord after Close = %d, want 0", got)
 	}
 }
+
+// Shutdown wakes a receive that skips the lock (RecvSplitIdleExclusive);
+// messages sent before it are still delivered, later calls fail without
+// touching the memory, and Close then unmaps.
+func TestShutdownExclusiveRecv(t *testing.T) {
+	a, b := pair(t, &Options{Poll: 10 * time.Second})
+	bg := context.Background()
+	var hdr [2]byte
+	recv := func() ([]byte, error) {
+		var body []byte
+		_, err := b.RecvSplitIdleExclusive(bg, nil, 0, hdr[:], func(n int) []byte { body = make([]byte, n); return body })
+		return body, err
+	}
+	if err := a.Send(bg, []byte("h1"), []byte("body")); err != nil {
+		t.Fatal(err)
+	}
+	if body, err := recv(); err != nil || string(hdr[:]) != "h1" || string(body) != "body" {
+		t.Fatalf("%q %q %v", hdr, body, err)
+	}
+	r := blocked(func() error { _, err := recv(); return err })
+	time.Sleep(20 * time.Millisecond)
+	a.Send(bg, []byte("h2"), []byte("sent before")) // the blocked receive gets it
+	expect(t, r, nil, time.Second)
+	r = blocked(func() error { _, err := recv(); return err })
+	time.Sleep(20 * time.Millisecond)
+	b.Shutdown()
+	expect(t, r, ErrClosed, time.Second)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := recv(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after close: %v", err)
+	}
+}
