@@ -333,7 +333,11 @@ func (c *Chan) RecvSplitIdleExclusive(ctx, idle context.Context, spin time.Durat
 // as Close does, but leaves the memory mapped: calls in progress return
 // (receives after the messages completely sent before), later ones fail
 // with ErrClosed without touching the mapping. Close unmaps it.
-func (c *Chan) Shutdown() { c.markClosed() }
+func (c *Chan) Shutdown() {
+	c.closeMu.Lock() // a concurrent Close must not unmap while this wakes
+	c.markClosed()
+	c.closeMu.Unlock()
+}
 
 func (c *Chan) recv(ctx, idle context.Context, idleSpin time.Duration, hdr []byte, dst func(n int) []byte) (int, error) {
 	c.recvMu.Lock()
