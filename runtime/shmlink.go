@@ -67,7 +67,8 @@ type shmLink struct {
 	// while a helper waits for readLoop to step aside, idleCancel ends
 	// readLoop's wait for the next message so that it does, and freed
 	// tells the helper it has; resume wakes readLoop when a helper leaves.
-	// One word, so that a helper's turn costs two atomic operations.
+	// A helper's turn while readLoop is away costs two atomic operations:
+	// the CAS on tok and its release.
 	tok        atomic.Int32
 	want       atomic.Int32
 	idleCancel atomic.Pointer[context.CancelFunc]
@@ -299,14 +300,14 @@ func (l *shmLink) readLoop() {
 // Receiving takes turns. The ring has one consumer at a time: whoever
 // holds l.tok. Normally that is readLoop's goroutine, blocked in the ring.
 // A goroutine that waits for a request involving this peer (Request.Wait)
-// instead takes the ring over (help): it registers in l.helpers, which
-// tells readLoop to step aside (its wait for the next message ends with
-// shm.ErrIdle), and then receives and dispatches frames itself until its
-// request is done. The message thus goes from the ring into the waiter's
-// buffer on the waiter's own thread, with no goroutine hand-off, which is
-// what makes small-message latency close to the ring's own. When the last
-// helper leaves, readLoop resumes, so messages still progress while no one
-// waits.
+// instead takes the ring over (help): it takes the token, or, while
+// readLoop holds it, sets want, which tells readLoop to step aside (its
+// wait for the next message ends with shm.ErrIdle), and then receives and
+// dispatches frames itself until its request is done. The message thus
+// goes from the ring into the waiter's buffer on the waiter's own thread,
+// with no goroutine hand-off, which is what makes small-message latency
+// close to the ring's own. When the helper leaves, readLoop resumes, so
+// messages still progress while no one waits.
 
 // readerSpin is readLoop's spin before it sleeps; 0 means Config.ShmSpin,
 // as for helpers. (A short one was tried: readLoop then sleeps, and the
