@@ -55,7 +55,7 @@ func create(ctx context.Context, path string, o Options) (*Chan, error) {
 		if err := unix.Ftruncate(fd, int64(size)); err != nil {
 			return nil, &os.PathError{Op: "truncate", Path: path, Err: err}
 		}
-		return unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+		return unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	}()
 	if err != nil {
 		unix.Unlink(path)
@@ -149,7 +149,7 @@ func open(ctx context.Context, path string, o Options) (*Chan, error) {
 	if st.Size != int64(size) {
 		return nil, fmt.Errorf("%w: %s is %d bytes, header says %d", ErrCorrupt, path, st.Size, size)
 	}
-	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
