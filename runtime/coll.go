@@ -191,15 +191,14 @@ func (c *Comm) csend(b []byte, dst, tag int) error {
 }
 
 func (c *Comm) crecv(b []byte, src, tag int) error {
-	_, err := c.irecv(c.collCtx(), b, 1, src, tag, false).Wait(bg)
+	_, err := c.recvWait(c.collCtx(), b, 1, src, tag)
 	return err
 }
 
 // csendrecv sends sb to dst while receiving rb from src.
 func (c *Comm) csendrecv(sb []byte, dst int, rb []byte, src, tag int) error {
-	rr := c.irecv(c.collCtx(), rb, 1, src, tag, false)
-	sr := c.isend(c.collCtx(), sb, dst, tag)
-	return waitReqs(sr, rr)
+	_, err := c.sendRecvWait(c.collCtx(), sb, dst, tag, rb, 1, src, tag)
+	return err
 }
 
 // waitReqs waits for every request. After the first failure it cancels the

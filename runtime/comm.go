@@ -154,14 +154,8 @@ func (c *Comm) Barrier() error {
 		return ns.barrier()
 	}
 	n := len(c.group)
-	ctx := context.Background()
 	for k := 1; k < n; k <<= 1 {
-		rr := c.irecv(c.collCtx(), nil, 1, (c.rank-k+n)%n, tagBarrier, false)
-		sr := c.isend(c.collCtx(), nil, (c.rank+k)%n, tagBarrier)
-		if _, err := sr.Wait(ctx); err != nil {
-			return err
-		}
-		if _, err := rr.Wait(ctx); err != nil {
+		if _, err := c.sendRecvWait(c.collCtx(), nil, (c.rank+k)%n, tagBarrier, nil, 1, (c.rank-k+n)%n, tagBarrier); err != nil {
 			return err
 		}
 	}

@@ -61,7 +61,7 @@ func Recv[T Number](c *Comm, buf []T, src, tag int) (Status, error) {
 	if err := checkTag(tag, true); err != nil {
 		return Status{}, err
 	}
-	if st, err, ok := c.recvDirect(asBytes(buf), sizeOf[T](), src, tag); ok {
+	if st, err, ok := c.recvDirect(c.ctx, asBytes(buf), sizeOf[T](), src, tag); ok {
 		return st, err
 	}
 	// A blocking receive's request is never seen by the caller, so it is
@@ -92,29 +92,10 @@ func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, sr
 	if err := checkTag(sendtag, false); err != nil {
 		return Status{}, err
 	}
-	rr := Irecv(c, recvbuf, src, recvtag)
-	sr := c.isendWait(c.ctx, asBytes(sendbuf), dest, sendtag, true)
-	if l := rr.shmLink(); l != nil {
-		l.help(rr, sr) // receive on this goroutine until either is done
+	if err := checkTag(recvtag, true); err != nil {
+		return Status{}, err
 	}
-	if !rr.isDone() {
-		select {
-		case <-rr.Done():
-		case <-sr.Done():
-		}
-	}
-	if !rr.isDone() && sr.isDone() {
-		if sr.err != nil && rr.Cancel() {
-			// The send failed: do not wait for a reply that may never come.
-			return Status{}, sr.err
-		}
-	}
-	st, rerr := rr.Wait(context.Background())
-	_, serr := sr.Wait(context.Background())
-	if rerr != nil {
-		return st, rerr
-	}
-	return st, serr
+	return c.sendRecvWait(c.ctx, asBytes(sendbuf), dest, sendtag, asBytes(recvbuf), sizeOf[T](), src, recvtag)
 }
 
 // Probe blocks until a message matching (src, tag) can be received and

@@ -24,7 +24,7 @@ import (
 // recvDirect tries the direct path. ok false means it did not apply (or
 // the ring ended before a frame matched): nothing was received, and the
 // caller takes the ordinary path, which also reports errors.
-func (c *Comm) recvDirect(buf []byte, elem, src, tag int) (st Status, err error, ok bool) {
+func (c *Comm) recvDirect(ctx uint32, buf []byte, elem, src, tag int) (st Status, err error, ok bool) {
 	p := c.p
 	if src < 0 || src >= len(c.group) {
 		return Status{}, nil, false
@@ -42,7 +42,7 @@ func (c *Comm) recvDirect(buf []byte, elem, src, tag int) (st Status, err error,
 		l.release()
 		return Status{}, nil, false
 	}
-	l.xop = recvOp{ctx: c.ctx, src: src, tag: tag, srcWorld: w, comm: c, buf: buf, elem: elem}
+	l.xop = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: w, comm: c, buf: buf, elem: elem}
 	l.xwant, l.xdone, l.xreq = &l.xop, false, nil
 	l.helpUntil(directWait{l})
 	l.xwant = nil   // unclaimed if the ring ended: the ordinary path takes over
@@ -65,6 +65,60 @@ func (c *Comm) recvDirect(buf []byte, elem, src, tag int) (st Status, err error,
 	l.release()
 	st, err = r.Wait(context.Background())
 	return st, err, true
+}
+
+// recvWait is a blocking receive on context ctx: direct when it can be,
+// else posted and waited for.
+func (c *Comm) recvWait(ctx uint32, buf []byte, elem, src, tag int) (Status, error) {
+	if st, err, ok := c.recvDirect(ctx, buf, elem, src, tag); ok {
+		return st, err
+	}
+	return c.irecv(ctx, buf, elem, src, tag, false).Wait(context.Background())
+}
+
+// sendRecvWait sends sb to dst with tag stag while receiving rb from src
+// with tag, on context ctx. The send starts first, so the receive can be direct; that is only
+// done when waiting for the receive cannot hide the send's failure: the
+// send is over (eager), or goes to the peer the receive waits for (whose
+// failure ends the receive too). Otherwise the receive is posted first, as
+// usual, and a failed send cancels it.
+func (c *Comm) sendRecvWait(ctx uint32, sb []byte, dst, stag int, rb []byte, elem, src, tag int) (Status, error) {
+	sr := c.isendWait(ctx, sb, dst, stag, true)
+	if sr.isDone() && sr.err != nil {
+		return Status{}, sr.err
+	}
+	if sr.isDone() || dst == src {
+		st, err, ok := c.recvDirect(ctx, rb, elem, src, tag)
+		if !ok {
+			st, err = c.irecv(ctx, rb, elem, src, tag, false).Wait(context.Background())
+		}
+		if _, serr := sr.Wait(context.Background()); err == nil {
+			err = serr
+		}
+		return st, err
+	}
+	rr := c.irecv(ctx, rb, elem, src, tag, false)
+	if l := rr.shmLink(); l != nil {
+		l.help(rr, sr) // receive on this goroutine until either is done
+	}
+	if !rr.isDone() {
+		select {
+		case <-rr.Done():
+		case <-sr.Done():
+		}
+	}
+	if !rr.isDone() && sr.isDone() {
+		if sr.err != nil && rr.Cancel() {
+			// The send failed: do not wait for a reply that may never come.
+			return Status{}, sr.err
+		}
+	}
+	st, rerr := rr.Wait(context.Background())
+	_, serr := sr.Wait(context.Background())
+	if rerr != nil {
+		return st, rerr
+	}
+	return st, serr
 }
 
 // directWait is the context of recvDirect's wait: it ends once a frame
