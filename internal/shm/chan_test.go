@@ -661,3 +661,38 @@ func TestShutdownExclusiveRecv(t *testing.T) {
 		t.Fatalf("after close: %v", err)
 	}
 }
+
+// An exclusive receiver frees ring space lazily (every quarter ring, and
+// before it waits); a producer that keeps filling a small ring must still
+// never wait for good.
+func TestExclusiveRecvLazyTail(t *testing.T) {
+	a, b := pair(t, &Options{RingSize: MinRingSize, Poll: 10 * time.Second})
+	const n = 5000
+	errc := make(chan error, 1)
+	go func() {
+		rng := rand.NewChaCha8([32]byte{7})
+		for i := range n {
+			hdr, payload := checked(rng, i, i%1500)
+			if err := a.Send(context.Background(), hdr, payload); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	buf := make([]byte, 1600)
+	for i := range n {
+		m, err := b.RecvSplitIdleExclusive(ctx, nil, 0, nil, func(int) []byte { return buf })
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if err := verify(buf[:m], i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
