@@ -315,6 +315,18 @@ func TestInprocDupSplitCollectives(t *testing.T) {
 	})
 }
 
+// killProc makes p look crashed to its peers: its connections drop without
+// BYE.
+func killProc(p *proc) {
+	p.shut(errors.New("killed"))
+	p.ln.Close()
+	for _, pe := range p.peers {
+		if l := pe.current(); l != nil {
+			l.close()
+		}
+	}
+}
+
 func TestInprocPeerDeath(t *testing.T) {
 	comms, _ := world(t, 3, nil)
 	// Connect 0-1 and 0-2 first.
@@ -323,13 +335,7 @@ func TestInprocPeerDeath(t *testing.T) {
 	anyReq := Irecv(comms[0], make([]byte, 4), AnySource, 78)
 	// Rank 1 "dies": its connections drop without BYE.
 	p1 := comms[1].p
-	p1.shut(errors.New("killed"))
-	p1.ln.Close()
-	for _, pe := range p1.peers {
-		if l := pe.current(); l != nil {
-			l.close()
-		}
-	}
+	killProc(p1)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var pe *PeerError

@@ -116,13 +116,7 @@ func TestShmDirectRecvPeerDeath(t *testing.T) {
 	time.Sleep(20 * time.Millisecond)
 	p1 := comms[1].p
 	start := time.Now()
-	p1.shut(errors.New("killed"))
-	p1.ln.Close()
-	for _, pe := range p1.peers {
-		if l := pe.current(); l != nil {
-			l.close()
-		}
-	}
+	killProc(p1)
 	select {
 	case err := <-errc:
 		var pe *PeerError

@@ -330,13 +330,7 @@ func TestShmPeerDeathPrompt(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // rank 0's receiver is asleep in the ring
 	p1 := comms[1].p
 	start := time.Now()
-	p1.shut(errors.New("killed"))
-	p1.ln.Close()
-	for _, pe := range p1.peers {
-		if l := pe.current(); l != nil {
-			l.close()
-		}
-	}
+	killProc(p1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, r := range []*Request{big, small} {
