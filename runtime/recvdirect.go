@@ -77,11 +77,11 @@ func (c *Comm) recvWait(ctx uint32, buf []byte, elem, src, tag int) (Status, err
 }
 
 // sendRecvWait sends sb to dst with tag stag while receiving rb from src
-// with tag, on context ctx. The send starts first, so the receive can be direct; that is only
-// done when waiting for the receive cannot hide the send's failure: the
-// send is over (eager), or goes to the peer the receive waits for (whose
-// failure ends the receive too). Otherwise the receive is posted first, as
-// usual, and a failed send cancels it.
+// with tag, on context ctx. The send starts first, so that the receive can
+// be direct; that is only done when waiting for the receive cannot hide
+// the send's failure: the send is over (eager), or goes to the peer the
+// receive waits for (whose failure ends the receive too). Otherwise the
+// receive is posted, and a failed send cancels it.
 func (c *Comm) sendRecvWait(ctx uint32, sb []byte, dst, stag int, rb []byte, elem, src, tag int) (Status, error) {
 	sr := c.isendWait(ctx, sb, dst, stag, true)
 	if sr.isDone() && sr.err != nil {
