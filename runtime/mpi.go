@@ -437,10 +437,10 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	return p.world, nil
 }
 
-// errClosed is what operations return after Finalize or Abort.
-// errClosed returns why the process was shut down, or nil. Every send and
-// receive asks, so it reads one atomic flag (a non-blocking receive from
-// closing cost a few ns of an 8-byte hop).
+// errClosed returns why the process was shut down (what operations return
+// after Finalize or Abort), or nil. Every send and receive asks, so it
+// reads one atomic flag (a non-blocking receive from closing cost a few ns
+// of an 8-byte hop).
 func (p *proc) errClosed() error {
 	if !p.shutDown.Load() {
 		return nil
