@@ -521,15 +521,21 @@ func (c *Comm) ProcessorName() string {
 
 // addrOf returns a peer's published address (cached).
 func (p *proc) addrOf(ctx context.Context, rank int) (string, error) {
+	return p.lookup(ctx, p.addrs, kvsAddr, rank)
+}
+
+// lookup returns rank's value of a published key (prefix + rank) from
+// cache, or fetches it through the bootstrap once and keeps it.
+func (p *proc) lookup(ctx context.Context, cache map[int]string, prefix string, rank int) (string, error) {
 	p.addrMu.Lock()
 	defer p.addrMu.Unlock()
-	if a, ok := p.addrs[rank]; ok {
-		return a, nil
+	if v, ok := cache[rank]; ok {
+		return v, nil
 	}
-	a, err := p.boot.Get(ctx, kvsAddr+strconv.Itoa(rank))
+	v, err := p.boot.Get(ctx, prefix+strconv.Itoa(rank))
 	if err != nil {
 		return "", err
 	}
-	p.addrs[rank] = a
-	return a, nil
+	cache[rank] = v
+	return v, nil
 }

@@ -65,17 +65,7 @@ func shmJobID(boot Bootstrap, secret []byte) string {
 
 // hostOf returns a peer's published host identity (cached).
 func (p *proc) hostOf(ctx context.Context, rank int) (string, error) {
-	p.addrMu.Lock()
-	defer p.addrMu.Unlock()
-	if h, ok := p.hosts[rank]; ok {
-		return h, nil
-	}
-	h, err := p.boot.Get(ctx, kvsHost+strconv.Itoa(rank))
-	if err != nil {
-		return "", err
-	}
-	p.hosts[rank] = h
-	return h, nil
+	return p.lookup(ctx, p.hosts, kvsHost, rank)
 }
 
 // shmConnectTimeout bounds setting up one shm channel; on failure the pair

@@ -273,12 +273,12 @@ func (c *Conn) Recv() (Frame, error) {
 	}
 }
 
-// OpenSession is the launcher side of a proxy's session (gompiexec, or a
+// openSession is the launcher side of a proxy's session (gompiexec, or a
 // proxy starting proxies below it in a tree): a yamux client over rw, its
 // control stream, and the job as the first message. Keepalives are off on
 // this side: the transport or the proxy's heartbeat reports loss. On error
 // nothing is left open but rw, which the caller owns.
-func OpenSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error) {
+func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error) {
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
@@ -300,4 +300,22 @@ func OpenSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 		return nil, nil, fmt.Errorf("send job: %w", err)
 	}
 	return sess, conn, nil
+}
+
+// Attach opens the session of a proxy just started by a backend
+// (openSession over a launcher.Recording of it, so a later loss can be
+// explained). On error the proxy is killed and reaped before the error is
+// returned: exec copies its stderr (an agent's "cannot reach host") until
+// Wait, and that line is the reason; its exit status is added.
+func Attach(started launcher.Proc, job *Job) (*launcher.Recording, *yamux.Session, *Conn, error) {
+	proc := &launcher.Recording{Proc: started}
+	sess, conn, err := openSession(proc, job)
+	if err != nil {
+		proc.Kill()
+		if werr := proc.Wait(); werr != nil {
+			err = fmt.Errorf("%w (gompi-proxy or its launcher: %v)", err, werr)
+		}
+		return nil, nil, nil, err
+	}
+	return proc, sess, conn, nil
 }

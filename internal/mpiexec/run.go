@@ -322,15 +322,8 @@ func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) 
 	if err != nil {
 		return nil, err
 	}
-	proc := &launcher.Recording{Proc: started}
-	sess, conn, err := control.OpenSession(proc, jb)
+	proc, sess, conn, err := control.Attach(started, jb)
 	if err != nil {
-		// Reap it before reporting: exec copies its stderr (an agent's
-		// "cannot reach host") until Wait, and that line is the reason.
-		proc.Kill()
-		if werr := proc.Wait(); werr != nil {
-			err = fmt.Errorf("%w (gompi-proxy or its launcher: %v)", err, werr)
-		}
 		return nil, err
 	}
 	return &proxyConn{index: jb.Index, proc: proc, sess: sess, conn: conn}, nil

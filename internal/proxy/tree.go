@@ -93,13 +93,8 @@ func (t *tree) startChild(ctx context.Context, be launcher.Backend, c *child) er
 	if err != nil {
 		return err
 	}
-	proc := &launcher.Recording{Proc: started}
-	sess, conn, err := control.OpenSession(proc, t.p.job.ForChild(c.t))
+	proc, sess, conn, err := control.Attach(started, t.p.job.ForChild(c.t))
 	if err != nil {
-		proc.Kill()
-		if werr := proc.Wait(); werr != nil {
-			err = fmt.Errorf("%w (gompi-proxy or its launcher: %v)", err, werr)
-		}
 		return err
 	}
 	t.mu.Lock()
