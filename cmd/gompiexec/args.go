@@ -30,6 +30,7 @@ type options struct {
 	sshAcceptNew          bool
 	noProxyUpload         bool
 	sshConnectTimeout     time.Duration
+	proxyPersist          time.Duration // -proxy-persist; -1 when not given
 	help, version         bool
 	segments              []segment
 }
@@ -163,6 +164,10 @@ func init() {
 		}
 		return
 	}}, "ssh-connect-timeout")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.proxyPersist, err = durArg("proxy-persist", v[0])
+		return
+	}}, "proxy-persist")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.help = true; return nil }}, "h", "help")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.version = true; return nil }}, "version", "info")
 }
@@ -170,7 +175,7 @@ func init() {
 // parseArgs reads Hydra-style arguments: options before each program, one
 // or two leading dashes, `-opt=value` accepted, MPMD segments split by ":".
 func parseArgs(args []string) (*options, error) {
-	o := &options{envMode: "all"}
+	o := &options{envMode: "all", proxyPersist: -1}
 	seg := &segment{}
 	for i := 0; i < len(args); i++ {
 		a := args[i]

@@ -46,8 +46,10 @@ func TestParseArgs(t *testing.T) {
 			return o.launcher == "ssh" && o.sshAcceptNew && o.noProxyUpload && o.sshConnectTimeout == 2500*time.Millisecond && o.proxyPath == "/opt/p"
 		}},
 		{[]string{"--ssh-connect-timeout=1m", "app"}, func(o *options) bool {
-			return o.sshConnectTimeout == time.Minute && !o.sshAcceptNew && !o.noProxyUpload
+			return o.sshConnectTimeout == time.Minute && !o.sshAcceptNew && !o.noProxyUpload && o.proxyPersist == -1
 		}},
+		{[]string{"-proxy-persist", "600", "app"}, func(o *options) bool { return o.proxyPersist == 10*time.Minute }},
+		{[]string{"--proxy-persist=0", "app"}, func(o *options) bool { return o.proxyPersist == 0 }},
 	}
 	for _, tc := range tests {
 		o, err := parseArgs(tc.args)

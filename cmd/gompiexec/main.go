@@ -68,6 +68,9 @@ Global options:
   -ssh-connect-timeout SECONDS  per-host SSH connect and login budget (default 10)
   -no-proxy-upload          never copy gompi-proxy to hosts that lack it or have another
                             build (by default it is cached in ~/.cache/gompi there)
+  -proxy-persist SECONDS    keep a persistent proxy on each SSH host, gone after this
+                            long without jobs: later launches need no login shell there
+                            (also GOMPI_PROXY_PERSIST; default 0, off)
   -timeout SECONDS          kill the job after this long (also MPIEXEC_TIMEOUT); exit code 124
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3)
   -print-all-exitcodes      print every rank's exit status
@@ -79,7 +82,7 @@ Global options:
   -h, -help                 this help;  -version  print the version
 
 Environment: HYDRA_HOST_FILE (as -f), MPIEXEC_TIMEOUT (as -timeout), GOMPI_PROXY
-(as -proxy-path). Without -f/-hosts, a Slurm or PBS allocation is used when present,
+(as -proxy-path), GOMPI_PROXY_PERSIST (as -proxy-persist). Without -f/-hosts, a Slurm or PBS allocation is used when present,
 else this machine with one slot per CPU.
 
 Exit status: 0 when every rank exits 0; else the first failing rank's exit code, or
@@ -364,7 +367,19 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 	case o.launcher == "rsh":
 		return nil, usagef("-launcher rsh needs -launcher-exec AGENT (for example ssh or a kubectl exec wrapper)")
 	default:
+		persist := o.proxyPersist
+		if persist < 0 {
+			persist = 0
+			if v := os.Getenv("GOMPI_PROXY_PERSIST"); v != "" {
+				d, err := durArg("GOMPI_PROXY_PERSIST", v)
+				if err != nil {
+					return nil, err
+				}
+				persist = d
+			}
+		}
 		cfg := launcher.SSHConfig{
+			Persist:        persist,
 			AcceptNew:      o.sshAcceptNew,
 			NoProxyUpload:  o.noProxyUpload,
 			ConnectTimeout: o.sshConnectTimeout,

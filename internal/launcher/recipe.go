@@ -77,6 +77,9 @@ func (b *SSH) Recipe() Recipe {
 	if c.Home != "" {
 		opts["home"] = c.Home
 	}
+	if c.Persist > 0 {
+		opts["persist"] = c.Persist.String()
+	}
 	return Recipe{Name: "ssh", Opts: opts}
 }
 
@@ -102,6 +105,7 @@ func sshFromRecipe(r Recipe) (Backend, error) {
 	}
 	cfg.ConnectTimeout, cfg.KeepaliveInterval = dur("connect_timeout"), dur("keepalive_interval")
 	cfg.Retries, cfg.KeepaliveCountMax = num("retries"), num("keepalive_count")
+	cfg.Persist = dur("persist")
 	if cfg.Retries == 0 {
 		cfg.Retries = -1 // recorded after defaults: 0 means none
 	}

@@ -11,7 +11,7 @@ import (
 func TestRecipeRoundTrip(t *testing.T) {
 	home := t.TempDir()
 	ssh, err := NewSSH(SSHConfig{Home: home, AcceptNew: true, NoProxyUpload: true, ConnectTimeout: 7 * time.Second,
-		Retries: -1, KeepaliveInterval: time.Second, KeepaliveCountMax: 5})
+		Retries: -1, KeepaliveInterval: time.Second, KeepaliveCountMax: 5, Persist: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,8 @@ func TestRecipeRoundTrip(t *testing.T) {
 			g := got.(*SSH).cfg
 			w := want.cfg
 			if g.AcceptNew != w.AcceptNew || g.NoProxyUpload != w.NoProxyUpload || g.ConnectTimeout != w.ConnectTimeout ||
-				g.Retries != w.Retries || g.KeepaliveInterval != w.KeepaliveInterval || g.KeepaliveCountMax != w.KeepaliveCountMax {
+				g.Retries != w.Retries || g.KeepaliveInterval != w.KeepaliveInterval || g.KeepaliveCountMax != w.KeepaliveCountMax ||
+				g.Persist != w.Persist {
 				t.Fatalf("ssh policy changed on the way:\nwant %+v\ngot  %+v", w, g)
 			}
 			if g.LocalProxy == "" {

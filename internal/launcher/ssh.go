@@ -16,6 +16,8 @@ import (
 
 	"github.com/kevinburke/ssh_config"
 	"golang.org/x/crypto/ssh"
+
+	"github.com/gompi/gompi/internal/persist"
 )
 
 // Defaults of SSHConfig, applied by NewSSH to zero fields.
@@ -73,6 +75,13 @@ type SSHConfig struct {
 	// LocalProxy is the local gompi-proxy executable uploaded to hosts
 	// that need it. Default: Spec.Argv[0] when that file exists locally.
 	LocalProxy string
+	// Persist, when positive, keeps a persistent proxy (package persist)
+	// on every host, which exits after this long without jobs: the first
+	// launch on a host starts it, later ones reach it through an SSH
+	// direct-streamlocal channel, which runs no login shell on the host.
+	// Where to reach it is recorded under Home/.cache/gompi/persist.
+	// Default 0: off, every launch logs in.
+	Persist time.Duration
 	// Log receives connection and upload steps (Debug) and newly recorded
 	// host keys and lost connections (Warn). Default: discarded.
 	Log *slog.Logger
@@ -94,6 +103,9 @@ type SSH struct {
 func NewSSH(cfg SSHConfig) (*SSH, error) {
 	if cfg.ConnectTimeout < 0 {
 		return nil, fmt.Errorf("ssh: negative connect timeout %v", cfg.ConnectTimeout)
+	}
+	if cfg.Persist < 0 {
+		return nil, fmt.Errorf("ssh: negative persistent proxy lifetime %v", cfg.Persist)
 	}
 	if cfg.KeepaliveCountMax < 0 {
 		return nil, fmt.Errorf("ssh: negative keepalive count %d", cfg.KeepaliveCountMax)
@@ -177,22 +189,48 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 		}
 		return nil, err
 	}
+	sum := ""
+	if !b.cfg.NoProxyUpload {
+		local := b.cfg.LocalProxy
+		if local == "" {
+			local = spec.Argv[0]
+		}
+		sum, _ = b.localHash(local) // no local copy: any proxy there will do
+	}
+	// Fastest: the host's persistent proxy, reached without a login shell.
+	if b.cfg.Persist > 0 {
+		p, err := b.startPersistent(client, via, t, spec, sum)
+		if err == nil {
+			stop()
+			return p, nil
+		}
+		if ctx.Err() != nil {
+			return fail(err)
+		}
+		b.cfg.Log.Debug("persistent proxy not used", "host", t.alias, "reason", err)
+	}
 	// Fast path, one session: a script that runs the proxy at once when
 	// the host has the right one. Every session costs a login shell on the
 	// host (often a heavy ~/.bashrc), so probing separately would double
 	// the launch time. Otherwise the full probe decides, uploading if need
 	// be, and a second session runs the result.
-	sess, stdin, stdout, ran, err := b.tryRun(client, t, spec)
+	rs := runSpec{proxy: spec.Argv[0], sum: sum, noUpload: b.cfg.NoProxyUpload, env: spec.Env, args: spec.Argv[1:],
+		persist: b.cfg.Persist, build: sum}
+	sess, stdin, stdout, ran, err := b.tryRun(client, t, spec, rs)
 	if err != nil {
 		return fail(err)
 	}
 	if !ran {
-		proxy, err := b.ensureProxy(ctx, client, t, spec.Argv[0])
+		proxy, build, err := b.ensureProxy(ctx, client, t, spec.Argv[0])
 		if err != nil {
 			return fail(err)
 		}
-		if sess, stdin, stdout, err = startSession(client, spec.Stderr, commandLine(spec.Env, append([]string{proxy}, spec.Argv[1:]...))); err != nil {
-			return fail(fmt.Errorf("ssh %s: start %s: %w", t.alias, proxy, err))
+		rs.proxy, rs.fixed, rs.build = proxy, true, build
+		if sess, stdin, stdout, ran, err = b.tryRun(client, t, spec, rs); err == nil && !ran {
+			err = fmt.Errorf("ssh %s: %s did not start", t.alias, proxy)
+		}
+		if err != nil {
+			return fail(err)
 		}
 	}
 	if !stop() {
@@ -234,29 +272,20 @@ func startSession(client *ssh.Client, errw io.Writer, cmd string) (*ssh.Session,
 	return sess, stdin, stdout, nil
 }
 
-// tryRun starts the one-session fast path (runScript). ran says whether
-// the proxy is running in sess; if not, the session has ended and the
-// caller probes in full.
-func (b *SSH) tryRun(client *ssh.Client, t *sshTarget, spec Spec) (sess *ssh.Session, stdin io.WriteCloser, stdout io.Reader, ran bool, err error) {
-	sum := ""
-	if !b.cfg.NoProxyUpload {
-		local := b.cfg.LocalProxy
-		if local == "" {
-			local = spec.Argv[0]
-		}
-		sum, _ = b.localHash(local) // no local copy: any proxy there will do
-	}
-	script := runScript(spec.Argv[0], sum, b.cfg.NoProxyUpload, spec.Env, spec.Argv[1:])
-	sess, stdin, out, err := startSession(client, spec.Stderr, "/bin/sh -c "+shellQuote(script))
+// tryRun starts runScript(rs) in a session. ran says whether the proxy is
+// running in sess; if not, the session has ended and the caller probes in
+// full.
+func (b *SSH) tryRun(client *ssh.Client, t *sshTarget, spec Spec, rs runSpec) (sess *ssh.Session, stdin io.WriteCloser, stdout io.Reader, ran bool, err error) {
+	sess, stdin, out, err := startSession(client, spec.Stderr, "/bin/sh -c "+shellQuote(runScript(rs)))
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("ssh %s: start %s: %w", t.alias, spec.Argv[0], err)
+		return nil, nil, nil, false, fmt.Errorf("ssh %s: start %s: %w", t.alias, rs.proxy, err)
 	}
 	br := bufio.NewReader(out)
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
 			sess.Close()
-			return nil, nil, nil, false, fmt.Errorf("ssh %s: start %s: no answer from the host's shell (%v)", t.alias, spec.Argv[0], err)
+			return nil, nil, nil, false, fmt.Errorf("ssh %s: start %s: no answer from the host's shell (%v)", t.alias, rs.proxy, err)
 		}
 		// Lines before ours are a login shell's chatter.
 		switch {
@@ -267,6 +296,8 @@ func (b *SSH) tryRun(client *ssh.Client, t *sshTarget, spec Spec) (sess *ssh.Ses
 			sess.Wait()
 			sess.Close()
 			return nil, nil, nil, false, nil
+		case strings.HasPrefix(line, persist.InfoPrefix):
+			b.recordPersistent(t, spec.Argv[0], rs.sum, strings.TrimRight(line, "\r\n"))
 		}
 	}
 }
@@ -441,6 +472,13 @@ func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod,
 	return ssh.NewClient(c, chans, reqs), nil
 }
 
+// remoteRun is the proxy's end of an SSH connection: a session running it,
+// or a persistent proxy's (persistRun).
+type remoteRun interface {
+	Wait() error
+	Signal(ssh.Signal) error
+}
+
 // ErrConnectionLost is returned by an SSH Proc's Read and Wait once
 // keepalives went unanswered and the connection was closed.
 var ErrConnectionLost = errors.New("ssh connection lost")
@@ -450,7 +488,7 @@ type sshProc struct {
 	log    *slog.Logger
 	client *ssh.Client
 	via    []*ssh.Client // ProxyJump connections
-	sess   *ssh.Session
+	sess   remoteRun
 	stdin  io.WriteCloser
 	stdout io.Reader
 

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gompi/gompi/internal/persist"
+
 	"golang.org/x/crypto/ssh"
 )
 
@@ -84,38 +86,71 @@ const (
 	probeEnd = "gompi-probe: end"
 )
 
+// runSpec is what runScript runs.
+type runSpec struct {
+	proxy    string   // the proxy command (Spec.Argv[0]), or the path to run (fixed)
+	fixed    bool     // run proxy as it is: the full probe chose it
+	sum      string   // sha256 of our build, "" if it cannot be compared
+	noUpload bool     // a host's own proxy is used without comparing builds
+	env      []string // added to the proxy's environment
+	args     []string // after the proxy's path
+	// persist, if positive, first finds or starts the host's persistent
+	// proxy with this idle time (gompi-proxy -persist-start), whose
+	// answer line precedes the run marker. build is its sha256, if known.
+	persist time.Duration
+	build   string
+}
+
 // runScript runs the proxy in the same session when the host already has
 // the right one: the cached upload of our build (sum), or proxy itself if
 // it is our build (or its build cannot be compared: upload disabled, no
 // local copy). It announces the path it runs; otherwise it says end and
 // exits, and the launcher probes in full.
-func runScript(proxy, sum string, noUpload bool, env, args []string) string {
+func runScript(rs runSpec) string {
 	var run []string
-	if len(env) > 0 {
+	if len(rs.env) > 0 {
 		run = append(run, "env")
-		for _, kv := range env {
+		for _, kv := range rs.env {
 			run = append(run, shellQuote(kv))
 		}
 	}
 	run = append(run, `"$r"`)
-	for _, a := range args {
+	for _, a := range rs.args {
 		run = append(run, shellQuote(a))
 	}
-	s := proxyLookup(proxy) + `; r=`
-	if sum != "" {
-		s += `; c="$HOME/` + ProxyCacheDir + `/proxy-` + sum + `"; if [ -x "$c" ]; then r="$c"; fi`
+	var s string
+	switch {
+	case rs.fixed:
+		s = "r=" + shellQuote(rs.proxy)
+	default:
+		s = proxyLookup(rs.proxy) + `; r=`
+		sum := rs.sum
+		if sum != "" {
+			s += `; c="$HOME/` + ProxyCacheDir + `/proxy-` + sum + `"; if [ -x "$c" ]; then r="$c"; fi`
+		}
+		s += `; if [ -z "$r" ] && [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then `
+		if sum == "" || rs.noUpload {
+			s += `r="$p"`
+		} else {
+			// A match is also copied into the cache, so later jobs find it
+			// there without hashing the file again (written under a temporary
+			// name and renamed: hosts may share one home directory).
+			s += `h=$( (sha256sum "$p" || shasum -a 256 "$p") 2>/dev/null | cut -c1-64); if [ "$h" = ` + sum + ` ]; then r="$p"; ` +
+				`(mkdir -p "$HOME/` + ProxyCacheDir + `" && cp "$p" "$c.$$.tmp" && chmod 755 "$c.$$.tmp" && mv -f "$c.$$.tmp" "$c") 2>/dev/null || rm -f "$c.$$.tmp"; fi`
+		}
+		s += `; fi`
 	}
-	s += `; if [ -z "$r" ] && [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then `
-	if sum == "" || noUpload {
-		s += `r="$p"`
-	} else {
-		// A match is also copied into the cache, so later jobs find it
-		// there without hashing the file again (written under a temporary
-		// name and renamed: hosts may share one home directory).
-		s += `h=$( (sha256sum "$p" || shasum -a 256 "$p") 2>/dev/null | cut -c1-64); if [ "$h" = ` + sum + ` ]; then r="$p"; ` +
-			`(mkdir -p "$HOME/` + ProxyCacheDir + `" && cp "$p" "$c.$$.tmp" && chmod 755 "$c.$$.tmp" && mv -f "$c.$$.tmp" "$c") 2>/dev/null || rm -f "$c.$$.tmp"; fi`
+	s += `; if [ -n "$r" ]; then `
+	if rs.persist > 0 {
+		// stdin from /dev/null: an older proxy that does not know the
+		// flag takes EOF as a lost launcher and exits at once.
+		s += `"$r" ` + persist.StartFlag + " " + rs.persist.String()
+		if isHexSum(rs.build) {
+			s += " " + rs.build
+		}
+		s += ` </dev/null 2>&1; `
 	}
-	s += `; fi; if [ -n "$r" ]; then echo "` + probeRun + `$r"; exec ` + strings.Join(run, " ") + `; fi; echo "` + probeEnd + `"`
+	s += `echo "` + probeRun + `$r"; exec ` + strings.Join(run, " ") + `; fi; echo "` + probeEnd + `"`
 	return s
 }
 
@@ -215,18 +250,19 @@ func runRemote(client *ssh.Client, cmd string, stdin io.Reader) (string, error) 
 // ensureProxy returns the remote path to run as the proxy: proxy itself
 // when the host has it (and, if we can tell, the same build as ours),
 // else our own binary, uploaded once into $HOME/.cache/gompi/proxy-<sha256>
-// and reused from there by later jobs.
-func (b *SSH) ensureProxy(ctx context.Context, client *ssh.Client, t *sshTarget, proxy string) (string, error) {
+// and reused from there by later jobs. build is the sha256 of what it
+// returns, "" when unknown.
+func (b *SSH) ensureProxy(ctx context.Context, client *ssh.Client, t *sshTarget, proxy string) (path, build string, err error) {
 	if b.cfg.NoProxyUpload {
 		out, err := runRemote(client, proxyLookup(proxy)+`; if [ -n "$p" ] && [ -f "$p" ] && [ -x "$p" ]; then echo ok; else echo missing; fi`, nil)
 		if err != nil {
-			return "", fmt.Errorf("ssh %s: check %s: %w", t.alias, proxy, err)
+			return "", "", fmt.Errorf("ssh %s: check %s: %w", t.alias, proxy, err)
 		}
 		if strings.TrimSpace(out) != "ok" {
-			return "", fmt.Errorf("ssh %s: %w: no executable %s there (proxy upload is disabled by -no-proxy-upload; install it or set -proxy-path)",
+			return "", "", fmt.Errorf("ssh %s: %w: no executable %s there (proxy upload is disabled by -no-proxy-upload; install it or set -proxy-path)",
 				t.alias, ErrProxyMissing, proxy)
 		}
-		return proxy, nil
+		return proxy, "", nil
 	}
 	local := b.cfg.LocalProxy
 	if local == "" {
@@ -238,39 +274,39 @@ func (b *SSH) ensureProxy(ctx context.Context, client *ssh.Client, t *sshTarget,
 	}
 	out, err := runRemote(client, probeScript(proxy, sum), nil)
 	if err != nil {
-		return "", fmt.Errorf("ssh %s: probe: %w", t.alias, err)
+		return "", "", fmt.Errorf("ssh %s: probe: %w", t.alias, err)
 	}
 	pr, err := parseProbe(out)
 	if err != nil {
-		return "", fmt.Errorf("ssh %s: probe: %w", t.alias, err)
+		return "", "", fmt.Errorf("ssh %s: probe: %w", t.alias, err)
 	}
 	b.cfg.Log.Debug("ssh probe", "host", t.alias, "uname", pr.uname, "proxy", proxy, "present", pr.present,
 		"same_build", sum != "" && pr.sum == sum, "cached", pr.cached)
 	switch {
 	case pr.present && (sum == "" || pr.sum == sum):
-		return proxy, nil
+		return proxy, pr.sum, nil
 	case !unameMatches(pr.uname, runtime.GOOS, runtime.GOARCH):
 		if pr.present {
-			return proxy, nil // a build for that platform, presumably
+			return proxy, pr.sum, nil // a build for that platform, presumably
 		}
-		return "", fmt.Errorf("ssh %s: %w: no executable %s there, and the host is %q while this gompi-proxy is built for %s/%s, so it cannot be uploaded; install a gompi-proxy built for that host and set -proxy-path",
+		return "", "", fmt.Errorf("ssh %s: %w: no executable %s there, and the host is %q while this gompi-proxy is built for %s/%s, so it cannot be uploaded; install a gompi-proxy built for that host and set -proxy-path",
 			t.alias, ErrProxyMissing, proxy, pr.uname, runtime.GOOS, runtime.GOARCH)
 	case local == "":
 		if pr.present {
-			return proxy, nil
+			return proxy, pr.sum, nil
 		}
-		return "", fmt.Errorf("ssh %s: %w: no executable %s there, and no local gompi-proxy to upload", t.alias, ErrProxyMissing, proxy)
+		return "", "", fmt.Errorf("ssh %s: %w: no executable %s there, and no local gompi-proxy to upload", t.alias, ErrProxyMissing, proxy)
 	}
 	cached := pr.home + "/" + ProxyCacheDir + "/proxy-" + sum
 	if pr.cached {
-		return cached, nil
+		return cached, sum, nil
 	}
 	start := time.Now()
 	if err := b.upload(ctx, client, local, sum); err != nil {
-		return "", fmt.Errorf("ssh %s: upload gompi-proxy to %s: %w", t.alias, cached, err)
+		return "", "", fmt.Errorf("ssh %s: upload gompi-proxy to %s: %w", t.alias, cached, err)
 	}
 	b.cfg.Log.Debug("uploaded gompi-proxy", "host", t.alias, "path", cached, "elapsed", time.Since(start).Round(time.Millisecond))
-	return cached, nil
+	return cached, sum, nil
 }
 
 // upload copies local (whose sha256 is sum) to the remote cache: written

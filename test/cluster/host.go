@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,12 +110,18 @@ func (h *Host) sshdPID() int {
 
 // Leftovers lists, per host name, every process besides the listening
 // sshd. Hosts with none are omitted.
-func (c *Cluster) Leftovers() (map[string][]Proc, error) {
+func (c *Cluster) Leftovers() (map[string][]Proc, error) { return c.leftovers(false) }
+
+// leftovers is Leftovers, leaving out persistent proxies if asked.
+func (c *Cluster) leftovers(butPersistent bool) (map[string][]Proc, error) {
 	left := map[string][]Proc{}
 	for _, h := range c.Hosts {
 		procs, err := h.Procs()
 		if err != nil {
 			return nil, err
+		}
+		if butPersistent {
+			procs = slices.DeleteFunc(procs, isPersistent)
 		}
 		if len(procs) > 0 {
 			left[h.Name] = procs
@@ -123,12 +130,23 @@ func (c *Cluster) Leftovers() (map[string][]Proc, error) {
 	return left, nil
 }
 
+func isPersistent(p Proc) bool { return strings.Contains(p.Cmdline, "-persist-serve") }
+
 // WaitNoLeftovers waits up to d for every host to be back to just its
 // listening sshd, and returns what is still there after d.
-func (c *Cluster) WaitNoLeftovers(d time.Duration) error {
+func (c *Cluster) WaitNoLeftovers(d time.Duration) error { return c.waitNoLeftovers(d, false) }
+
+// WaitNoLeftoversButPersistent is WaitNoLeftovers for launches with
+// persistent proxies, which outlive jobs by design (gompi-proxy
+// -persist-serve); anything else on a host is a leftover.
+func (c *Cluster) WaitNoLeftoversButPersistent(d time.Duration) error {
+	return c.waitNoLeftovers(d, true)
+}
+
+func (c *Cluster) waitNoLeftovers(d time.Duration, butPersistent bool) error {
 	deadline := time.Now().Add(d)
 	for {
-		left, err := c.Leftovers()
+		left, err := c.leftovers(butPersistent)
 		if err != nil {
 			return err
 		}
@@ -331,3 +349,36 @@ func removeStale(dir string, logf func(string, ...any)) {
 // RootLink is the root namespace's interface into the cluster (address
 // RootAddr), for tools that must be told which interface to use.
 func (c *Cluster) RootLink() string { return c.rootLink }
+
+// PersistentProxies lists the host's persistent proxy daemons
+// (gompi-proxy -persist-serve), which outlive jobs by design.
+func (h *Host) PersistentProxies() ([]Proc, error) {
+	all, err := h.Procs()
+	return slices.DeleteFunc(all, func(p Proc) bool { return !isPersistent(p) }), err
+}
+
+// StopPersistentProxies ends every persistent proxy on every host
+// (SIGTERM: each removes its socket) and waits until they are gone.
+func (c *Cluster) StopPersistentProxies(d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		var left []string
+		for _, h := range c.Hosts {
+			ps, err := h.PersistentProxies()
+			if err != nil {
+				return err
+			}
+			for _, p := range ps {
+				Kill(p.PID, syscall.SIGTERM)
+				left = append(left, h.Name+": "+p.String())
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("persistent proxies still running after %v: %s", d, strings.Join(left, "; "))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}

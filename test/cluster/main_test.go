@@ -26,6 +26,9 @@ type launchMode struct {
 	// messages the tests may assert on verbatim.
 	openssh bool
 	args    func(cl *cluster.Client) []string
+	// persist: jobs leave persistent proxies behind by design; any other
+	// process left on a host is still a leftover.
+	persist bool
 }
 
 // rshAgent runs OpenSSH's ssh through a small agent script (cl.Agent,
@@ -33,7 +36,7 @@ type launchMode struct {
 // way a `kubectl exec` wrapper is: this is also the rsh-agent-mode test.
 var rshAgent = launchMode{"rsh-agent", true, func(cl *cluster.Client) []string {
 	return []string{"-launcher-exec", cl.Agent}
-}}
+}, false}
 
 // builtinSSH is gompiexec's built-in SSH client (golang.org/x/crypto/ssh),
 // which reads $HOME/.ssh/{config,known_hosts,id_ed25519}; the tests set
@@ -41,7 +44,14 @@ var rshAgent = launchMode{"rsh-agent", true, func(cl *cluster.Client) []string {
 // filesystem, so no proxy upload is needed.
 var builtinSSH = launchMode{"ssh", false, func(cl *cluster.Client) []string {
 	return []string{"-launcher", "ssh", "-no-proxy-upload"}
-}}
+}, false}
+
+// persistentSSH is builtinSSH with persistent proxies: the first job on a
+// host starts one, later jobs reach it without a login
+// (persist_test.go).
+var persistentSSH = launchMode{"ssh-persist", false, func(cl *cluster.Client) []string {
+	return []string{"-launcher", "ssh", "-no-proxy-upload", "-proxy-persist", "120"}
+}, true}
 
 // mode is the backend every test uses. Switch to builtinSSH once the
 // built-in client has merged (the assertions marked "tightens with the
@@ -125,7 +135,7 @@ func setup(t *testing.T) *cluster.Cluster {
 		t.Fatal(sharedErr)
 	}
 	c := shared
-	if err := c.WaitNoLeftovers(5 * time.Second); err != nil {
+	if err := waitClean(c, 5*time.Second); err != nil {
 		t.Fatalf("cluster not idle before the test: %v", err)
 	}
 	t.Cleanup(func() {
@@ -138,7 +148,11 @@ func setup(t *testing.T) *cluster.Cluster {
 				t.Logf("sshd log of %s (%s), tail:\n%s", h.Name, h.Addr, b)
 			}
 		}
-		c.KillAll()
+		// Persistent proxies live on from test to test (that is the
+		// point), unless something went wrong.
+		if !mode.persist || t.Failed() {
+			c.KillAll()
+		}
 	})
 	return c
 }
@@ -195,12 +209,21 @@ func runJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string, 
 // proxy or rank), and in the root namespace no marked process (ssh agent).
 func (j *job) assertNoLeftovers(d time.Duration) {
 	j.t.Helper()
-	if err := j.c.WaitNoLeftovers(d); err != nil {
+	if err := waitClean(j.c, d); err != nil {
 		j.t.Fatal(err)
 	}
 	if left := testkit.WaitGone(d, func() []int { return testkit.MarkedProcs(j.Marker) }); left != nil {
 		j.t.Fatalf("processes of the job still alive after %s: %v", d, left)
 	}
+}
+
+// waitClean waits up to d for every host to run nothing but its sshd (and,
+// in a persistent mode, its persistent proxies).
+func waitClean(c *cluster.Cluster, d time.Duration) error {
+	if mode.persist {
+		return c.WaitNoLeftoversButPersistent(d)
+	}
+	return c.WaitNoLeftovers(d)
 }
 
 // waitReady waits until n ranks have printed "ready".

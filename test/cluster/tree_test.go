@@ -84,7 +84,7 @@ func TestProxyUpload(t *testing.T) {
 		t.Cleanup(func() { os.Remove(cached) })
 	}
 	saved := mode
-	mode = launchMode{"ssh-upload", false, func(*cluster.Client) []string { return []string{"-launcher", "ssh", "-v"} }}
+	mode = launchMode{"ssh-upload", false, func(*cluster.Client) []string { return []string{"-launcher", "ssh", "-v"} }, false}
 	defer func() { mode = saved }()
 	for run := 1; run <= 2; run++ {
 		r := runJob(t, c, c.Client, "", "-proxy-path", "/nonexistent/gompi/bin/gompi-proxy",
@@ -104,7 +104,7 @@ func TestProxyUpload(t *testing.T) {
 		t.Logf("run %d log:\n%s", run, r.Stderr)
 	}
 	// Without upload the missing proxy is a clear error naming host and path.
-	mode = launchMode{"ssh-no-upload", false, func(*cluster.Client) []string { return []string{"-launcher", "ssh", "-no-proxy-upload"} }}
+	mode = launchMode{"ssh-no-upload", false, func(*cluster.Client) []string { return []string{"-launcher", "ssh", "-no-proxy-upload"} }, false}
 	r := runJob(t, c, c.Client, "", "-proxy-path", "/nonexistent/gompi/bin/gompi-proxy", "-hosts", c.HostList(1), "-n", "3", bin("nodeprog"), "where")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "/nonexistent/gompi/bin/gompi-proxy") || !strings.Contains(r.Stderr, "n1") {
 		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
