@@ -28,12 +28,40 @@ func daemons(t *testing.T, c *cluster.Cluster) map[string]int {
 	return pids
 }
 
+// ranksUnderPersistentProxies checks that on every host the job's proxy,
+// the parent of its perHost ranks named name, is a child of the host's
+// persistent proxy: no sshd session in between.
+func ranksUnderPersistentProxies(t *testing.T, c *cluster.Cluster, name string, perHost int) {
+	t.Helper()
+	for _, h := range c.Hosts {
+		procs, err := h.Procs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ppid := map[int]int{}
+		for _, p := range procs {
+			ppid[p.PID] = p.PPID
+		}
+		ds, _ := h.PersistentProxies()
+		ranks, _ := h.ProcsNamed(name)
+		if len(ds) != 1 || len(ranks) != perHost {
+			t.Fatalf("%s runs persistent proxies %v and ranks %v, want 1 and %d", h.Name, ds, ranks, perHost)
+		}
+		for _, rk := range ranks {
+			if got := ppid[rk.PPID]; got != ds[0].PID {
+				t.Errorf("%s: rank %d's proxy %d is a child of %d, not of the persistent proxy %d",
+					h.Name, rk.PID, rk.PPID, got, ds[0].PID)
+			}
+		}
+	}
+}
+
 // TestPersistentProxies runs jobs with -proxy-persist. The first job on
 // each host starts its persistent proxy through a login; every later job
 // reaches it without one, and must behave exactly like a job started
 // through a login: the other tests of this package run again in this mode
 // (placement, PMI, MPICH, stdin, exit codes, signals, a killed launcher, a
-// killed rank, a cut network), each checking that nothing of the job is
+// killed rank, a cut network, a launch tree), each checking that nothing of the job is
 // left on any host, only the persistent proxies.
 func TestPersistentProxies(t *testing.T) {
 	c := setup(t)
@@ -59,26 +87,7 @@ func TestPersistentProxies(t *testing.T) {
 		// still ends every rank within 5 s.
 		j := startJob(t, c, c.Client, "", "-hosts", c.HostList(2), "-n", "6", bin("nodeprog"), "sleep", "120s")
 		j.waitReady(6)
-		for _, h := range c.Hosts {
-			procs, err := h.Procs()
-			if err != nil {
-				t.Fatal(err)
-			}
-			ppid := map[int]int{}
-			for _, p := range procs {
-				ppid[p.PID] = p.PPID
-			}
-			ranks, _ := h.ProcsNamed("nodeprog")
-			if len(ranks) != 2 {
-				t.Fatalf("%s runs ranks %v, want 2", h.Name, ranks)
-			}
-			for _, rk := range ranks {
-				if got := ppid[rk.PPID]; got != first[h.Name] {
-					t.Errorf("%s: rank %d's proxy %d is a child of %d, not of the persistent proxy %d",
-						h.Name, rk.PID, rk.PPID, got, first[h.Name])
-				}
-			}
-		}
+		ranksUnderPersistentProxies(t, c, "nodeprog", 2)
 		at := time.Now()
 		syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
 		<-j.Done()
@@ -96,6 +105,7 @@ func TestPersistentProxies(t *testing.T) {
 		{"SignalsReachRemoteRanks", TestSignalsReachRemoteRanks},
 		{"RemoteRankKilled", TestRemoteRankKilled},
 		{"NetworkCut", TestNetworkCut},
+		{"TreeLaunchOverSSH", TestTreeLaunchOverSSH},
 	} {
 		t.Run(tc.name, tc.f)
 	}

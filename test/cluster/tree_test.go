@@ -27,6 +27,10 @@ func TestTreeLaunchOverSSH(t *testing.T) {
 	on := placement(c, n, slots)
 	j := startJob(t, c, c.Client, "", "-fanout", "1", "-l", "-hosts", c.HostList(slots), "-n", fmt.Sprint(n), bin("nodeprog"), "wheresleep", "3s")
 	j.waitReady(n)
+	if mode.persist {
+		// Proxies started proxies through the next host's persistent one.
+		ranksUnderPersistentProxies(t, c, "nodeprog", slots)
+	}
 	// Who logged in where, while the job runs.
 	for i, h := range c.Hosts {
 		from := c.RootAddr
