@@ -5,11 +5,8 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -52,9 +49,9 @@ func main() {
 	if len(os.Args) > 1 {
 		switch os.Args[1] {
 		case persist.StartFlag:
-			os.Exit(persistStart(os.Args[2:]))
+			os.Exit(persist.StartMain(os.Args[2:], os.Stdout))
 		case persist.ServeFlag:
-			os.Exit(persistServe(os.Args[2:]))
+			os.Exit(persist.ServeMain(os.Args[2:]))
 		}
 	}
 	level := slog.LevelWarn
@@ -89,63 +86,11 @@ func main() {
 	}
 }
 
-// persistStart finds or starts this host's persistent proxy (gompi-proxy
-// -persist-start IDLE [BUILD]) and prints how to reach it, for the ssh
-// launcher that ran it in the job's first login session.
-func persistStart(args []string) int {
-	if len(args) < 1 || len(args) > 2 {
-		fmt.Fprintf(os.Stderr, "usage: gompi-proxy %s IDLE [SHA256]\n", persist.StartFlag)
-		return 2
-	}
-	idle, err := time.ParseDuration(args[0])
-	var in persist.Info
-	if err == nil {
-		build := ""
-		if len(args) == 2 {
-			build = args[1]
-		} else {
-			build = selfSum()
-		}
-		in, err = persist.Ensure(persist.Config{Build: build, Idle: idle})
-	}
-	fmt.Println(persist.FormatInfo(in, err))
-	return 0
-}
-
-// persistServe is the daemon Ensure starts.
-func persistServe(args []string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if len(args) != 3 {
-		log.Error("usage: gompi-proxy " + persist.ServeFlag + " SOCKET IDLE SHA256")
-		return 2
-	}
-	// SIGTERM ends the daemon cleanly (its files removed); jobs it started
-	// run on. SIGHUP is no reason to go: it has no terminal. (Caught, not
-	// ignored, so the proxies it starts do not inherit SIG_IGN.)
-	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	if err := persist.ServeInherited(ctx, args[0], args[1], args[2], log); err != nil {
-		log.Error("persistent proxy", "err", err)
-		return 1
-	}
-	return 0
-}
-
 // selfSum is the sha256 of this executable, or "unknown".
 func selfSum() string {
-	exe, err := os.Executable()
+	sum, err := persist.ExecutableSum()
 	if err != nil {
 		return "unknown"
 	}
-	f, err := os.Open(exe)
-	if err != nil {
-		return "unknown"
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "unknown"
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	return sum
 }

@@ -44,6 +44,8 @@ type testServer struct {
 	users  []string
 	active int // SSH connections being served
 	tunnel int // direct-tcpip channels opened
+	// direct-streamlocal channels opened
+	streamlocal int
 	wg     sync.WaitGroup
 	conns  []net.Conn
 }
@@ -79,6 +81,7 @@ func startServer(t *testing.T, authorized ssh.PublicKey, hostKeyTypes ...string)
 		hostKeyTypes = []string{"ed25519"}
 	}
 	s := &testServer{t: t, authorized: authorized, remoteHome: t.TempDir()}
+	os.Mkdir(s.remoteHome+"/tmp", 0o700)
 	for _, k := range hostKeyTypes {
 		s.hostKeys = append(s.hostKeys, newSigner(t, k))
 	}
@@ -190,6 +193,36 @@ func (s *testServer) serve(c net.Conn) {
 			go func() { defer wg.Done(); io.Copy(ch, up); ch.Close(); up.Close() }()
 			continue
 		}
+		if nc.ChannelType() == "direct-streamlocal@openssh.com" {
+			// Like sshd: connect to the Unix socket as the user, splice.
+			var p struct {
+				Path      string
+				Reserved0 string
+				Reserved1 uint32
+			}
+			if ssh.Unmarshal(nc.ExtraData(), &p) != nil {
+				nc.Reject(ssh.ConnectionFailed, "bad request")
+				continue
+			}
+			up, err := net.Dial("unix", p.Path)
+			if err != nil {
+				nc.Reject(ssh.ConnectionFailed, err.Error())
+				continue
+			}
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				up.Close()
+				continue
+			}
+			s.mu.Lock()
+			s.streamlocal++
+			s.mu.Unlock()
+			go ssh.DiscardRequests(creqs)
+			wg.Add(2)
+			go func() { defer wg.Done(); io.Copy(up, ch); up.(*net.UnixConn).CloseWrite() }()
+			go func() { defer wg.Done(); io.Copy(ch, up); ch.Close(); up.Close() }()
+			continue
+		}
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "no")
 			continue
@@ -240,7 +273,7 @@ func (s *testServer) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			s.cmds = append(s.cmds, p.Command)
 			s.mu.Unlock()
 			cmd = exec.Command("/bin/sh", "-c", p.Command)
-			cmd.Env = []string{"HOME=" + s.remoteHome, "PATH=/usr/bin:/bin"}
+			cmd.Env = []string{"HOME=" + s.remoteHome, "PATH=/usr/bin:/bin", "TMPDIR=" + s.remoteHome + "/tmp"}
 			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 			cmd.Stdout, cmd.Stderr = ch, ch.Stderr()
 			in, _ := cmd.StdinPipe()

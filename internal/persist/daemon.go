@@ -2,6 +2,8 @@ package persist
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -213,6 +216,73 @@ func Ensure(cfg Config) (Info, error) {
 	}
 	cmd.Process.Release()
 	return Info{Sock: p.sock, Token: tok}, nil
+}
+
+// StartMain is gompi-proxy -persist-start IDLE [BUILD]: it runs Ensure for
+// this executable and prints the FormatInfo line to w. The exit status is
+// 0 even when no daemon could be had (the line says why; the launch goes
+// on without one), 2 for bad arguments.
+func StartMain(args []string, w io.Writer) int {
+	if len(args) < 1 || len(args) > 2 {
+		fmt.Fprintf(w, "usage: gompi-proxy %s IDLE [SHA256]\n", StartFlag)
+		return 2
+	}
+	idle, err := time.ParseDuration(args[0])
+	var in Info
+	if err == nil {
+		build := ""
+		if len(args) == 2 {
+			build = args[1]
+		} else {
+			build, err = ExecutableSum()
+		}
+		if err == nil {
+			in, err = Ensure(Config{Build: build, Idle: idle})
+		}
+	}
+	fmt.Fprintln(w, FormatInfo(in, err))
+	return 0
+}
+
+// ServeMain is gompi-proxy -persist-serve SOCKET IDLE BUILD, the daemon
+// Ensure starts, logging to stderr (the daemon's log file). SIGTERM and
+// SIGINT end it cleanly (its files removed); jobs it started run on.
+func ServeMain(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(args) != 3 {
+		log.Error("usage: gompi-proxy " + ServeFlag + " SOCKET IDLE SHA256")
+		return 2
+	}
+	// SIGHUP is no reason to go: a daemon has no terminal. (Caught, not
+	// ignored, so the proxies it starts do not inherit SIG_IGN.)
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGHUP)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := ServeInherited(ctx, args[0], args[1], args[2], log); err != nil {
+		log.Error("persistent proxy", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// ExecutableSum is the sha256 (hex) of the running executable: the build
+// identity gompi-proxy -version prints and the ssh launcher names uploaded
+// copies by.
+func ExecutableSum() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ping proves a daemon alive and sets its idle time.

@@ -2,13 +2,11 @@ package persist
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,13 +19,8 @@ var testBuild = strings.Repeat("ab", 32)
 
 // TestMain lets this test binary be the daemon Ensure starts.
 func TestMain(m *testing.M) {
-	if len(os.Args) == 5 && os.Args[1] == ServeFlag {
-		ctx, _ := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-		if err := ServeInherited(ctx, os.Args[2], os.Args[3], os.Args[4], nil); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	if len(os.Args) > 1 && os.Args[1] == ServeFlag {
+		os.Exit(ServeMain(os.Args[2:]))
 	}
 	os.Exit(m.Run())
 }
