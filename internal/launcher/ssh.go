@@ -427,6 +427,7 @@ func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod,
 	if err != nil {
 		return nil, err
 	}
+	conn = quickAck(conn)
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -551,7 +552,7 @@ func (d *Daemon) run(c *net.UnixConn, req Request) {
 		stderr = ef
 	}
 	cmd := exec.Command(d.cfg.Exe)
-	cmd.Env = append(os.Environ(), req.Env...)
+	cmd.Env = append(jobEnviron(), req.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = f, f, stderr
 	// Its own session, like a proxy an sshd starts: a signal to the
 	// daemon's group is not one to the job.
@@ -573,6 +574,19 @@ func (d *Daemon) run(c *net.UnixConn, req Request) {
 		cmd.Wait()
 		d.finished()
 	}()
+}
+
+// loginVars describe the login that started the daemon, not the launch a
+// proxy serves: they would mislead its ranks.
+var loginVars = []string{"SSH_CLIENT=", "SSH_CONNECTION=", "SSH_TTY=", "SSH_ORIGINAL_COMMAND=", "SSH_AUTH_SOCK="}
+
+// jobEnviron is the daemon's environment for a proxy: its own, without the
+// variables of the login it came from.
+func jobEnviron() []string {
+	env := os.Environ()
+	return slices.DeleteFunc(env, func(kv string) bool {
+		return slices.ContainsFunc(loginVars, func(p string) bool { return strings.HasPrefix(kv, p) })
+	})
 }
 
 func (d *Daemon) finished() {

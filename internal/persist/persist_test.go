@@ -173,7 +173,8 @@ func dialRole(t *testing.T, in Info, role, nonce string, req Request) net.Conn {
 // A job's proxy gets the main connection as stdin and stdout, the stderr
 // connection its request names as stderr, and the requested environment.
 func TestDaemonRunsJob(t *testing.T) {
-	_, in, _ := newTestDaemon(t, `echo "env $GOMPI_X"; read line; echo "got $line"; echo "diag $line" >&2`, time.Minute)
+	t.Setenv("SSH_CONNECTION", "10.0.0.1 2222 10.0.0.2 22") // of the login that started the daemon
+	_, in, _ := newTestDaemon(t, `echo "env $GOMPI_X${SSH_CONNECTION:+ leaked}"; read line; echo "got $line"; echo "diag $line" >&2`, time.Minute)
 	nonce, _ := NewNonce()
 	ec := dialRole(t, in, RoleStderr, nonce, Request{})
 	defer ec.Close()
