@@ -29,13 +29,6 @@ func (s *session) serve2(ctx context.Context, r *bufio.Reader) error {
 	}
 }
 
-func boolStr(b bool) string {
-	if b {
-		return "TRUE"
-	}
-	return "FALSE"
-}
-
 func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err error) {
 	n := s.n
 	cfg := &n.cfg

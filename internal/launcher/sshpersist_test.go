@@ -153,7 +153,11 @@ func TestSSHPersistentProxy(t *testing.T) {
 	f := strings.Fields(string(orig))
 	os.WriteFile(recs[0], []byte(strings.Join(f[:len(f)-1], " ")+" "+strings.Repeat("0", 64)+"\n"), 0o600)
 	logs := &testkit.Buffer{}
-	b2 := e.backend(t, func(c *SSHConfig) { c.Persist = time.Minute; c.NoProxyUpload = true; c.Log = slog.New(slog.NewTextHandler(logs, nil)) })
+	b2 := e.backend(t, func(c *SSHConfig) {
+		c.Persist = time.Minute
+		c.NoProxyUpload = true
+		c.Log = slog.New(slog.NewTextHandler(logs, nil))
+	})
 	stderr = testkit.Buffer{}
 	p = startOK(t, b2, spec(&stderr))
 	echo(p, &stderr)

@@ -46,8 +46,8 @@ type testServer struct {
 	tunnel int // direct-tcpip channels opened
 	// direct-streamlocal channels opened
 	streamlocal int
-	wg     sync.WaitGroup
-	conns  []net.Conn
+	wg          sync.WaitGroup
+	conns       []net.Conn
 }
 
 func newSigner(t *testing.T, kind string) ssh.Signer {
