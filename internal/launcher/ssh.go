@@ -201,7 +201,10 @@ func (b *SSH) Start(ctx context.Context, spec Spec) (Proc, error) {
 	if b.cfg.Persist > 0 {
 		p, err := b.startPersistent(client, via, t, spec, sum)
 		if err == nil {
-			stop()
+			if !stop() {
+				p.Kill()
+				return fail(ctx.Err())
+			}
 			return p, nil
 		}
 		if ctx.Err() != nil {
@@ -300,22 +303,6 @@ func (b *SSH) tryRun(client *ssh.Client, t *sshTarget, spec Spec, rs runSpec) (s
 			b.recordPersistent(t, spec.Argv[0], rs.sum, strings.TrimRight(line, "\r\n"))
 		}
 	}
-}
-
-// commandLine is the remote shell command running argv with env: the
-// remote side hands it to the login shell, so every word is quoted.
-func commandLine(env, argv []string) string {
-	var words []string
-	if len(env) > 0 {
-		words = append(words, "env")
-		for _, kv := range env {
-			words = append(words, shellQuote(kv))
-		}
-	}
-	for _, a := range argv {
-		words = append(words, shellQuote(a))
-	}
-	return strings.Join(words, " ")
 }
 
 // dialer opens the TCP stream an SSH connection runs over: directly, or

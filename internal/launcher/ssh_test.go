@@ -555,15 +555,14 @@ func TestNewSSHConfig(t *testing.T) {
 	}
 }
 
-func TestCommandLine(t *testing.T) {
-	got := commandLine([]string{"A=1", "B=x y"}, []string{"/p/gompi-proxy", "it's"})
-	want := `env A=1 'B=x y' /p/gompi-proxy 'it'\''s'`
-	if got != want {
-		t.Fatalf("got %s, want %s", got, want)
-	}
-	out, err := exec.Command("/bin/sh", "-c", commandLine([]string{"V=a b'c"}, []string{"/bin/sh", "-c", `printf %s "$V"`})).Output()
-	if err != nil || string(out) != "a b'c" {
-		t.Fatalf("%q %v", out, err)
+// The run script quotes every word of the proxy's environment and
+// arguments: the remote side hands it to a login shell.
+func TestRunScriptQuoting(t *testing.T) {
+	script := runScript(runSpec{proxy: "/bin/sh", fixed: true, env: []string{"V=a b'c", "W=$HOME"},
+		args: []string{"-c", `printf '%s|%s' "$V" "$W"`}})
+	out, err := exec.Command("/bin/sh", "-c", script).Output()
+	if want := probeRun + "/bin/sh\na b'c|$HOME"; err != nil || string(out) != want {
+		t.Fatalf("got %q %v, want %q", out, err, want)
 	}
 }
 

@@ -118,11 +118,8 @@ func runScript(rs runSpec) string {
 	for _, a := range rs.args {
 		run = append(run, shellQuote(a))
 	}
-	var s string
-	switch {
-	case rs.fixed:
-		s = "r=" + shellQuote(rs.proxy)
-	default:
+	s := "r=" + shellQuote(rs.proxy)
+	if !rs.fixed {
 		s = proxyLookup(rs.proxy) + `; r=`
 		sum := rs.sum
 		if sum != "" {

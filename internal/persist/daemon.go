@@ -341,7 +341,7 @@ func NewDaemon(cfg Config, ln *net.UnixListener, sock string, log *slog.Logger) 
 		return nil, err
 	}
 	cfg.Dir = filepath.Dir(sock)
-	tok, err := os.ReadFile(cfg.paths().token)
+	tok, err := os.ReadFile(pathsOf(strings.TrimSuffix(sock, ".sock")).token)
 	if err != nil {
 		return nil, fmt.Errorf("persistent proxy: %w", err)
 	}
@@ -450,9 +450,14 @@ func (d *Daemon) cleanup() {
 		return
 	}
 	sock := d.ln.Addr().String()
+	p := pathsOf(strings.TrimSuffix(sock, ".sock"))
+	// Under Ensure's lock: a successor started meanwhile keeps its files.
+	if lk, err := os.OpenFile(p.lock, os.O_RDWR, 0); err == nil {
+		defer lk.Close()
+		syscall.Flock(int(lk.Fd()), syscall.LOCK_EX)
+	}
 	var st syscall.Stat_t
 	if syscall.Stat(sock, &st) == nil && st.Ino == d.ino {
-		p := pathsOf(strings.TrimSuffix(sock, ".sock"))
 		os.Remove(p.sock)
 		os.Remove(p.token)
 		os.Remove(p.pid)
@@ -512,6 +517,10 @@ func (d *Daemon) handle(c *net.UnixConn) {
 		io.WriteString(c, "PONG\n")
 		c.Close()
 	case RoleStderr:
+		if _, err := io.WriteString(c, "READY\n"); err != nil {
+			c.Close()
+			return
+		}
 		ch := d.slot(a.nonce)
 		ch <- c
 		time.AfterFunc(stderrWait+time.Second, func() { d.dropSlot(a.nonce, ch) })

@@ -63,6 +63,8 @@ func TestHandshake(t *testing.T) {
 						io.WriteString(b, "RUN\n")
 					case RolePing:
 						io.WriteString(b, "PONG\n")
+					case RoleStderr:
+						io.WriteString(b, "READY\n")
 					}
 				}
 				got <- res{acc, err}

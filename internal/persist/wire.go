@@ -183,7 +183,8 @@ func trunc(s string) string {
 // Dial runs the launcher's side of the handshake on rw, a fresh connection
 // to the daemon's socket. For RoleMain it returns once the daemon has
 // started the proxy, whose stdout the following bytes are; for RoleStderr
-// the following bytes are the proxy's stderr; RolePing only checks. It
+// once the daemon holds the connection for the job's proxy, whose stderr
+// the following bytes will be; RolePing only checks. It
 // returns the daemon's build identity. nonceC (NewNonce) is fresh for each
 // connection; a main request names its stderr connection's.
 func Dial(rw io.ReadWriter, token, role, nonceC string, req Request) (build string, err error) {
@@ -208,15 +209,12 @@ func Dial(rw io.ReadWriter, token, role, nonceC string, req Request) (build stri
 	if _, err := fmt.Fprintf(rw, "%s %s\n", proof(token, "launcher", role, nonceC, nonceD), js); err != nil {
 		return "", err
 	}
-	if role == RoleStderr {
-		return build, nil
-	}
 	line, err = readLine(rw)
 	if err != nil {
 		return "", fmt.Errorf("persistent proxy: no answer to the request: %w", err)
 	}
 	switch {
-	case line == "RUN" && role == RoleMain, line == "PONG" && role == RolePing:
+	case line == "RUN" && role == RoleMain, line == "PONG" && role == RolePing, line == "READY" && role == RoleStderr:
 		return build, nil
 	case strings.HasPrefix(line, "ERR "):
 		return "", fmt.Errorf("persistent proxy: %s", strings.TrimPrefix(line, "ERR "))
@@ -233,7 +231,7 @@ type accepted struct {
 }
 
 // accept runs the daemon's side of the handshake on rw up to the request;
-// the caller answers it (RUN, PONG or ERR; nothing for stderr).
+// the caller answers it (RUN, READY, PONG or ERR).
 func accept(rw io.ReadWriter, token, build string) (accepted, error) {
 	line, err := readLine(rw)
 	if err != nil {
