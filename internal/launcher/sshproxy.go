@@ -3,7 +3,6 @@ package launcher
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,16 +42,10 @@ func (b *SSH) localHash(path string) (string, error) {
 	if ok && h.size == st.Size() && h.mtime == st.ModTime().UnixNano() {
 		return h.sum, nil
 	}
-	f, err := os.Open(path)
+	sum, err := persist.FileSum(path)
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
-	sh := sha256.New()
-	if _, err := io.Copy(sh, f); err != nil {
-		return "", err
-	}
-	sum := hex.EncodeToString(sh.Sum(nil))
 	b.mu.Lock()
 	b.hashes[path] = fileHash{st.Size(), st.ModTime().UnixNano(), sum}
 	b.mu.Unlock()

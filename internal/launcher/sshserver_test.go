@@ -162,49 +162,40 @@ func (s *testServer) serve(c net.Conn) {
 	}()
 	var wg sync.WaitGroup
 	for nc := range chans {
-		if nc.ChannelType() == "direct-tcpip" {
-			// Jump host: connect onwards and splice.
+		// Forwarding: connect as sshd would (onwards for a jump host, to
+		// the Unix socket as the user), and splice.
+		var network, addr string
+		switch nc.ChannelType() {
+		case "direct-tcpip":
 			var p struct {
 				Host     string
 				Port     uint32
 				OrigHost string
 				OrigPort uint32
 			}
-			if ssh.Unmarshal(nc.ExtraData(), &p) != nil {
-				nc.Reject(ssh.ConnectionFailed, "bad request")
-				continue
+			if ssh.Unmarshal(nc.ExtraData(), &p) == nil {
+				network, addr = "tcp", net.JoinHostPort(p.Host, fmt.Sprint(p.Port))
 			}
-			up, err := net.Dial("tcp", net.JoinHostPort(p.Host, fmt.Sprint(p.Port)))
-			if err != nil {
-				nc.Reject(ssh.ConnectionFailed, err.Error())
-				continue
-			}
-			ch, creqs, err := nc.Accept()
-			if err != nil {
-				up.Close()
-				continue
-			}
-			s.mu.Lock()
-			s.tunnel++
-			s.mu.Unlock()
-			go ssh.DiscardRequests(creqs)
-			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(up, ch); up.(*net.TCPConn).CloseWrite() }()
-			go func() { defer wg.Done(); io.Copy(ch, up); ch.Close(); up.Close() }()
-			continue
-		}
-		if nc.ChannelType() == "direct-streamlocal@openssh.com" {
-			// Like sshd: connect to the Unix socket as the user, splice.
+		case "direct-streamlocal@openssh.com":
 			var p struct {
 				Path      string
 				Reserved0 string
 				Reserved1 uint32
 			}
-			if ssh.Unmarshal(nc.ExtraData(), &p) != nil {
+			if ssh.Unmarshal(nc.ExtraData(), &p) == nil {
+				network, addr = "unix", p.Path
+			}
+		case "session":
+		default:
+			nc.Reject(ssh.UnknownChannelType, "no")
+			continue
+		}
+		if nc.ChannelType() != "session" {
+			if network == "" {
 				nc.Reject(ssh.ConnectionFailed, "bad request")
 				continue
 			}
-			up, err := net.Dial("unix", p.Path)
+			up, err := net.Dial(network, addr)
 			if err != nil {
 				nc.Reject(ssh.ConnectionFailed, err.Error())
 				continue
@@ -215,16 +206,20 @@ func (s *testServer) serve(c net.Conn) {
 				continue
 			}
 			s.mu.Lock()
-			s.streamlocal++
+			if network == "tcp" {
+				s.tunnel++
+			} else {
+				s.streamlocal++
+			}
 			s.mu.Unlock()
 			go ssh.DiscardRequests(creqs)
 			wg.Add(2)
-			go func() { defer wg.Done(); io.Copy(up, ch); up.(*net.UnixConn).CloseWrite() }()
+			go func() {
+				defer wg.Done()
+				io.Copy(up, ch)
+				up.(interface{ CloseWrite() error }).CloseWrite()
+			}()
 			go func() { defer wg.Done(); io.Copy(ch, up); ch.Close(); up.Close() }()
-			continue
-		}
-		if nc.ChannelType() != "session" {
-			nc.Reject(ssh.UnknownChannelType, "no")
 			continue
 		}
 		ch, creqs, err := nc.Accept()

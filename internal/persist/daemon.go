@@ -274,7 +274,12 @@ func ExecutableSum() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	f, err := os.Open(exe)
+	return FileSum(exe)
+}
+
+// FileSum is the sha256 (hex) of a file's content.
+func FileSum(path string) (string, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return "", err
 	}
