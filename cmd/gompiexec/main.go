@@ -82,8 +82,8 @@ Global options:
   -h, -help                 this help;  -version  print the version
 
 Environment: HYDRA_HOST_FILE (as -f), MPIEXEC_TIMEOUT (as -timeout), GOMPI_PROXY
-(as -proxy-path), GOMPI_PROXY_PERSIST (as -proxy-persist). Without -f/-hosts, a Slurm or PBS allocation is used when present,
-else this machine with one slot per CPU.
+(as -proxy-path), GOMPI_PROXY_PERSIST (as -proxy-persist). Without -f/-hosts, a Slurm
+or PBS allocation is used when present, else this machine with one slot per CPU.
 
 Exit status: 0 when every rank exits 0; else the first failing rank's exit code, or
 128+signal when it was killed by a signal; 124 on timeout; 255 on launcher errors.
