@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -241,19 +242,33 @@ func TestDaemonSocketReplaced(t *testing.T) {
 func TestEnsure(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "gompi-test")
 	cfg := Config{Dir: dir, Build: testBuild, Idle: time.Minute}
-	in1, err := Ensure(cfg)
-	if err != nil {
-		t.Fatal(err)
+	// Launches, several at once, start one daemon and agree on it.
+	ensureAll := func() Info {
+		t.Helper()
+		var wg sync.WaitGroup
+		got := make([]Info, 4)
+		errs := make([]error, 4)
+		for i := range got {
+			wg.Add(1)
+			go func() { defer wg.Done(); got[i], errs[i] = Ensure(cfg) }()
+		}
+		wg.Wait()
+		for i := range got {
+			if errs[i] != nil || got[i] != got[0] {
+				t.Fatalf("concurrent Ensure: %+v %v, want %+v", got[i], errs[i], got[0])
+			}
+		}
+		return got[0]
 	}
+	in1 := ensureAll()
 	t.Cleanup(func() { stopDaemon(t, in1) })
 	fi, err := os.Stat(dir)
 	if err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("dir %v %v", fi, err)
 	}
-	// The second launch finds the same daemon.
-	in2, err := Ensure(cfg)
-	if err != nil || in2 != in1 {
-		t.Fatalf("second Ensure: %+v %v, want %+v", in2, err, in1)
+	// Later ones find it.
+	if in2 := ensureAll(); in2 != in1 {
+		t.Fatalf("second Ensure: %+v, want %+v", in2, in1)
 	}
 	// Once it is gone, a new one with a new token takes its place.
 	stopDaemon(t, in1)
