@@ -46,13 +46,8 @@ func main() {
 		fmt.Printf("gompi-proxy control protocol 1 sha256 %s\n", selfSum())
 		return
 	}
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case persist.StartFlag:
-			os.Exit(persist.StartMain(os.Args[2:], os.Stdout))
-		case persist.ServeFlag:
-			os.Exit(persist.ServeMain(os.Args[2:]))
-		}
+	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {
+		os.Exit(code)
 	}
 	level := slog.LevelWarn
 	if os.Getenv("GOMPI_PROXY_DEBUG") != "" {

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gompi/gompi/internal/atomicfile"
+
 	"golang.org/x/crypto/ssh"
 
 	"github.com/gompi/gompi/internal/persist"
@@ -41,16 +43,10 @@ func (b *SSH) recordPersistent(t *sshTarget, proxy, sum, line string) {
 		return
 	}
 	f := b.persistFile(t, proxy, sum)
+	// Atomically: launches from several machines may share this home.
 	err = os.MkdirAll(filepath.Dir(f), 0o700)
 	if err == nil {
-		// Written under a temporary name and renamed: launches from
-		// several machines may share this home.
-		tmp := fmt.Sprintf("%s.%d.tmp", f, os.Getpid())
-		if err = os.WriteFile(tmp, []byte(persist.FormatInfo(in, nil)+"\n"), 0o600); err == nil {
-			if err = os.Rename(tmp, f); err != nil {
-				os.Remove(tmp)
-			}
-		}
+		err = atomicfile.Write(f, []byte(persist.FormatInfo(in, nil)+"\n"), 0o600)
 	}
 	if err != nil {
 		b.cfg.Log.Warn("cannot record the persistent proxy", "host", t.alias, "err", err)

@@ -23,13 +23,8 @@ import (
 const testProxyEnv = "GOMPI_LAUNCHER_TEST_PROXY"
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 {
-		switch os.Args[1] {
-		case persist.StartFlag:
-			os.Exit(persist.StartMain(os.Args[2:], os.Stdout))
-		case persist.ServeFlag:
-			os.Exit(persist.ServeMain(os.Args[2:]))
-		}
+	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {
+		os.Exit(code)
 	}
 	if os.Getenv(testProxyEnv) == "echo" {
 		fmt.Fprintf(os.Stderr, "proxy %d %d\n", os.Getpid(), os.Getppid())

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gompi/gompi/internal/atomicfile"
 )
 
 // DefaultIdle is how long a daemon waits without jobs before it exits.
@@ -189,20 +191,26 @@ func Ensure(cfg Config) (Info, error) {
 	}
 	ln.SetUnlinkOnClose(false) // the daemon's copy lives on
 	defer ln.Close()
-	if err := writeFileAtomic(p.token, []byte(tok+"\n")); err != nil {
+	if err := spawn(cfg, p, ln, tok); err != nil {
 		os.Remove(p.sock)
 		return Info{}, fmt.Errorf("persistent proxy: %w", err)
 	}
+	return Info{Sock: p.sock, Token: tok}, nil
+}
+
+// spawn writes the token file and starts the daemon on ln.
+func spawn(cfg Config, p paths, ln *net.UnixListener, tok string) error {
+	if err := atomicfile.Write(p.token, []byte(tok+"\n"), 0o600); err != nil {
+		return err
+	}
 	lf, err := ln.File()
 	if err != nil {
-		os.Remove(p.sock)
-		return Info{}, fmt.Errorf("persistent proxy: %w", err)
+		return err
 	}
 	defer lf.Close()
 	logf, err := os.OpenFile(p.log, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
-		os.Remove(p.sock)
-		return Info{}, fmt.Errorf("persistent proxy: %w", err)
+		return err
 	}
 	defer logf.Close()
 	cmd := exec.Command(cfg.Exe, ServeFlag, p.sock, cfg.Idle.String(), cfg.Build)
@@ -212,11 +220,25 @@ func Ensure(cfg Config) (Info, error) {
 	// with it its process group, at any time.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		os.Remove(p.sock)
-		return Info{}, fmt.Errorf("persistent proxy: %w", err)
+		return err
 	}
-	cmd.Process.Release()
-	return Info{Sock: p.sock, Token: tok}, nil
+	return cmd.Process.Release()
+}
+
+// Main runs the persistent proxy's command lines (StartFlag, ServeFlag)
+// for gompi-proxy's main: handled says whether args (os.Args[1:]) were
+// one, code is then the exit status.
+func Main(args []string, stdout io.Writer) (code int, handled bool) {
+	if len(args) == 0 {
+		return 0, false
+	}
+	switch args[0] {
+	case StartFlag:
+		return StartMain(args[1:], stdout), true
+	case ServeFlag:
+		return ServeMain(args[1:]), true
+	}
+	return 0, false
 }
 
 // StartMain is gompi-proxy -persist-start IDLE [BUILD]: it runs Ensure for
@@ -307,18 +329,6 @@ func ping(in Info, idle time.Duration) error {
 	return err
 }
 
-func writeFileAtomic(path string, b []byte) error {
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return nil
-}
-
 // Daemon serves jobs on a listening socket until it has been idle long
 // enough, its socket file is replaced or removed, or Close is called.
 type Daemon struct {
@@ -400,7 +410,7 @@ func (d *Daemon) Close() {
 func (d *Daemon) Serve() error {
 	d.ln.SetUnlinkOnClose(false)
 	// For users who want it gone now: kill $(cat PIDFILE).
-	writeFileAtomic(PIDFile(d.ln.Addr().String()), fmt.Appendf(nil, "%d\n", os.Getpid()))
+	atomicfile.Write(PIDFile(d.ln.Addr().String()), fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600)
 	go d.watch()
 	defer d.cleanup()
 	for {

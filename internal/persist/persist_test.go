@@ -20,8 +20,8 @@ var testBuild = strings.Repeat("ab", 32)
 
 // TestMain lets this test binary be the daemon Ensure starts.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == ServeFlag {
-		os.Exit(ServeMain(os.Args[2:]))
+	if code, ok := Main(os.Args[1:], os.Stdout); ok {
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gompi/gompi/internal/atomicfile"
 )
 
 // Every MPICH rank discovers the node's hardware topology through hwloc at
@@ -74,22 +76,9 @@ func topoFile(ctx context.Context) (string, error) {
 	if err != nil || !bytes.Contains(out, []byte("<topology")) {
 		return "", fmt.Errorf("lstopo: %v", err)
 	}
-	// Written under a temporary name and renamed, so a rank of a
-	// concurrent job never reads half a file.
-	tmp, err := os.CreateTemp(dir, "topo-*.tmp")
-	if err != nil {
-		return "", err
-	}
-	_, werr := tmp.Write(out)
-	cerr := tmp.Close()
-	if werr != nil || cerr != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("write topology: %v %v", werr, cerr)
-	}
-	os.Chmod(tmp.Name(), 0o644)
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		os.Remove(tmp.Name())
-		return "", err
+	// Atomically, so a rank of a concurrent job never reads half a file.
+	if err := atomicfile.Write(path, out, 0o644); err != nil {
+		return "", fmt.Errorf("write topology: %w", err)
 	}
 	return path, nil
 }
