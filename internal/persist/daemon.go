@@ -222,6 +222,9 @@ func spawn(cfg Config, p paths, ln *net.UnixListener, tok string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	// The PID file exists before Ensure returns (the daemon writes it
+	// again when it serves): whoever reads it next finds the daemon.
+	atomicfile.Write(p.pid, fmt.Appendf(nil, "%d\n", cmd.Process.Pid), 0o600)
 	return cmd.Process.Release()
 }
 
