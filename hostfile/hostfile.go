@@ -179,13 +179,16 @@ func ParseList(list string) ([]Host, error) {
 	return hosts, nil
 }
 
-// parseHostSpec reads `host` or `host:N` (a further `:field` is ignored, as
-// Hydra does).
+// parseHostSpec reads `host` or `host:N`. A third field (`host:2:3`) is
+// refused: nothing defines its meaning, and silently ignoring it hides a typo.
 func parseHostSpec(s string) (Host, error) {
 	parts := strings.SplitN(s, ":", 3)
 	h := Host{Name: parts[0], Slots: 1}
 	if err := checkName(h.Name); err != nil {
 		return Host{}, err
+	}
+	if len(parts) > 2 {
+		return Host{}, fmt.Errorf("unexpected field %q after the slot count (want host or host:N)", parts[2])
 	}
 	if len(parts) > 1 {
 		n, err := parseCount(parts[1])

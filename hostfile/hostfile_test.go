@@ -20,7 +20,6 @@ func TestParse(t *testing.T) {
 		{"comments", "# head\n\n  a:2 # two\n\t\nb # one\n", []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}},
 		{"repeat merges", "a\nb\na\n", []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}},
 		{"pbs style", "n1\nn1\nn1\nn2\n", []Host{{Name: "n1", Slots: 3}, {Name: "n2", Slots: 1}}},
-		{"third field ignored", "a:2:x\n", []Host{{Name: "a", Slots: 2}}},
 		{"user", "a:2 user=bob\n", []Host{{Name: "a", Slots: 2, User: "bob"}}},
 	}
 	for _, tc := range tests {
@@ -50,6 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{"a slots\n", "expected key=value", 1, "slots"},
 		{"a slots=2 max_slots=1\n", "max_slots=1 is less than slots=2", 1, "a"},
 		{"a:2 slots=3\n", "slot count given twice", 1, "slots=3"},
+		{"a\nb:2:3\n", "hosts:2: ", 2, "b:2:3"},
 		{"a/b\n", "bad character", 1, "a/b"},
 		{"# only comments\n", "no hosts listed", 0, ""},
 		{"a user=x\na user=y\n", "users x and y", 2, "a"},
@@ -90,7 +90,7 @@ func TestParseList(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v", got)
 	}
-	for _, bad := range []string{"", "a,,b", "a:0", "a:b"} {
+	for _, bad := range []string{"", "a,,b", "a:0", "a:b", "a:2:3"} {
 		if _, err := ParseList(bad); err == nil {
 			t.Errorf("ParseList(%q) succeeded", bad)
 		}

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/internal/persist"
 	"github.com/gompi/gompi/internal/proxy"
@@ -43,7 +44,7 @@ func main() {
 		// The build identity is the executable's sha256: the same value the
 		// ssh launcher's probe computes with sha256sum and names uploaded
 		// copies by (docs/ssh.md).
-		fmt.Printf("gompi-proxy control protocol 1 sha256 %s\n", selfSum())
+		fmt.Printf("gompi-proxy control protocol %d sha256 %s\n", control.Version, selfSum())
 		return
 	}
 	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {

@@ -21,6 +21,7 @@ type options struct {
 	verbose               bool
 	timeout               time.Duration
 	grace                 time.Duration
+	graceSet              bool // -grace 0 means at once, not the default
 	printAll              bool
 	pmiPort, pmiTrace     bool
 	ckptPrefix            string
@@ -65,12 +66,23 @@ func intArg(name, v string, min int) (int, error) {
 }
 
 func durArg(name, v string) (time.Duration, error) {
+	return parseDur("-"+name+" ", v)
+}
+
+// envDur reads a duration from environment variable name.
+func envDur(name, v string) (time.Duration, error) {
+	return parseDur(name+"=", v)
+}
+
+// parseDur reads seconds or a Go duration; label names where v came from
+// ("-timeout " or "MPIEXEC_TIMEOUT=").
+func parseDur(label, v string) (time.Duration, error) {
 	if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 0 {
 		return time.Duration(n * float64(time.Second)), nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, usagef("-%s %q: want seconds or a duration like 90s", name, v)
+		return 0, usagef("%s%q: want seconds or a duration like 90s", label, v)
 	}
 	return d, nil
 }
@@ -98,8 +110,15 @@ func alias(spec optSpec, names ...string) {
 
 func init() {
 	alias(optSpec{1, true, func(o *options, s *segment, v []string) error {
+		if s.nSet {
+			// Hydra refuses a duplicate too: which one was meant?
+			return usagef("-n given twice for one program (%d, then %q)", s.n, v[0])
+		}
 		n, err := strconv.Atoi(v[0])
-		if err != nil || n < 1 {
+		if err != nil {
+			return usagef("-n %q: not a number", v[0])
+		}
+		if n < 1 {
 			return usagef("-n %q: need at least 1 process", v[0])
 		}
 		s.n, s.nSet = n, true
@@ -141,7 +160,11 @@ func init() {
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.launcherExe = v[0]; return nil }}, "launcher-exec", "bootstrap-exec")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.verbose = true; return nil }}, "v", "verbose", "debug")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.timeout, err = durArg("timeout", v[0]); return }}, "timeout")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.grace, err = durArg("grace", v[0]); return }}, "grace")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.grace, err = durArg("grace", v[0])
+		o.graceSet = true
+		return
+	}}, "grace")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.printAll = true; return nil }}, "print-all-exitcodes")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiPort = true; return nil }}, "pmi-port")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiTrace = true; return nil }}, "pmi-trace")

@@ -69,6 +69,8 @@ func TestParseArgsErrors(t *testing.T) {
 	}{
 		{[]string{"-n", "0", "app"}, "need at least 1"},
 		{[]string{"-n", "-3", "app"}, "need at least 1"},
+		{[]string{"-n", "abc", "app"}, "not a number"},
+		{[]string{"-n", "2", "-n", "3", "app"}, "-n given twice"},
 		{[]string{"-frobnicate", "app"}, "unknown option -frobnicate"},
 		{[]string{"-n"}, "needs 1 value"},
 		{[]string{"-genv", "A"}, "needs 2 value"},
@@ -154,5 +156,29 @@ func TestBackendFor(t *testing.T) {
 		t.Log("ssh_config parser accepted the broken file") // parser is lenient; not an error of ours
 	} else if !strings.Contains(err.Error(), "config") {
 		t.Errorf("error does not name the config: %v", err)
+	}
+}
+
+// -grace 0 means SIGKILL at once; Config's zero value means the default.
+func TestGraceZeroMeansAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"-proxy-path", "/x/gompi-proxy", "/bin/true"}, 3 * time.Second},
+		{[]string{"-proxy-path", "/x/gompi-proxy", "-grace", "0", "/bin/true"}, -1},
+		{[]string{"-proxy-path", "/x/gompi-proxy", "-grace", "1.5", "/bin/true"}, 1500 * time.Millisecond},
+	} {
+		o, err := parseArgs(tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := buildConfig(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Grace != tc.want {
+			t.Errorf("%v: grace %v, want %v", tc.args, cfg.Grace, tc.want)
+		}
 	}
 }

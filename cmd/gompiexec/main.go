@@ -72,7 +72,8 @@ Global options:
                             long without jobs: later launches need no login shell there
                             (also GOMPI_PROXY_PERSIST; default 0, off)
   -timeout SECONDS          kill the job after this long (also MPIEXEC_TIMEOUT); exit code 124
-  -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3)
+  -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3;
+                            0: SIGKILL at once)
   -print-all-exitcodes      print every rank's exit status
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
@@ -257,13 +258,15 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	cfg.Timeout = o.timeout
 	if cfg.Timeout == 0 {
 		if v := os.Getenv("MPIEXEC_TIMEOUT"); v != "" {
-			if cfg.Timeout, err = durArg("MPIEXEC_TIMEOUT", v); err != nil {
+			if cfg.Timeout, err = envDur("MPIEXEC_TIMEOUT", v); err != nil {
 				return nil, err
 			}
 		}
 	}
-	if o.grace == 0 {
+	if !o.graceSet {
 		cfg.Grace = 3 * time.Second
+	} else if o.grace == 0 {
+		cfg.Grace = -1 // at once (Config's zero is the default)
 	}
 
 	cfg.ProxyPath, err = proxyPath(o.proxyPath)
@@ -371,7 +374,7 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 		if persist < 0 {
 			persist = 0
 			if v := os.Getenv("GOMPI_PROXY_PERSIST"); v != "" {
-				d, err := durArg("GOMPI_PROXY_PERSIST", v)
+				d, err := envDur("GOMPI_PROXY_PERSIST", v)
 				if err != nil {
 					return nil, err
 				}

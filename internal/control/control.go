@@ -77,6 +77,11 @@ type Msg struct {
 	Code   int    `json:"code,omitempty"`
 	Signal int    `json:"signal,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// At is when the proxy observed what an exit, abort or error message
+	// reports (its wall clock, Unix nanoseconds): messages from different
+	// proxies arrive in any order, and the launcher blames the earliest
+	// failure, not the first to arrive.
+	At int64 `json:"at,omitempty"`
 
 	KVS     []pmi.KV `json:"kvs,omitempty"`
 	ReqID   int      `json:"req,omitempty"`

@@ -55,7 +55,9 @@ type Config struct {
 	PrependRank bool
 	// Timeout ends the job when it expires; 0 means none.
 	Timeout time.Duration
-	// Grace is how long ranks get between SIGTERM and SIGKILL. Default 3s.
+	// Grace is how long ranks get between SIGTERM and SIGKILL. Zero means
+	// the default, 3s; a negative value means no grace: SIGKILL right after
+	// SIGTERM (gompiexec -grace 0).
 	Grace             time.Duration
 	PrintAllExitCodes bool
 	// PMIPort serves PMI over TCP (PMI_PORT, PMI_ID) instead of PMI_FD.
@@ -97,6 +99,9 @@ func (c *Config) validate() error {
 	}
 	if c.Grace == 0 {
 		c.Grace = 3 * time.Second
+	}
+	if c.Grace < 0 {
+		c.Grace = 0
 	}
 	if c.Fanout < 0 {
 		return fmt.Errorf("fanout %d: need at least 1", c.Fanout)
@@ -186,8 +191,10 @@ type job struct {
 	kvs      *pmi.Job
 	ctx      context.Context
 
-	firstFail  int // rank, -1 if none
+	firstFail  int   // rank, -1 if none
+	failAt     int64 // when its proxy saw firstFail fail (control.Msg.At)
 	abortMsg   string
+	lostQuiet  bool // the launcher dropped the sessions itself: their end is no news
 	failCode   int
 	killing    bool
 	timedOut   bool
@@ -391,7 +398,7 @@ func (j *job) loop(ctx context.Context) int {
 			top := j.tops[ev.top]
 			if ev.err != nil {
 				for _, h := range top.hosts {
-					if ended(h) {
+					if ended(h) && !j.lostQuiet {
 						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.Reason(ev.err)))
 					}
 				}
@@ -414,7 +421,7 @@ func (j *job) loop(ctx context.Context) int {
 				}
 			case control.MsgExit:
 				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
-				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error)
+				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error, ev.msg.At)
 			case control.MsgFence:
 				go j.fence(ev.top, ev.msg.KVS)
 			case control.MsgAbort:
@@ -428,7 +435,7 @@ func (j *job) loop(ctx context.Context) int {
 			case control.MsgError:
 				if ev.msg.Rank >= 0 && ev.msg.Rank < len(j.ranks) {
 					fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", ev.msg.Error)
-					j.rankExited(ev.msg.Rank, 127, 0, ev.msg.Error)
+					j.rankExited(ev.msg.Rank, 127, 0, ev.msg.Error, ev.msg.At)
 				} else {
 					j.internalFailure(fmt.Sprintf("proxy on %s: %s", hs.name, ev.msg.Error))
 				}
@@ -503,13 +510,28 @@ func (j *job) aborted(host int, m control.Msg) {
 	}
 	fmt.Fprintf(j.cfg.Stderr, "gompiexec: rank %d on %s called abort with exit code %d%s\n",
 		m.Rank, j.hosts[host].name, m.Code, optional(": ", m.Error))
+	abortMsg := fmt.Sprintf("ABORTED WITH EXIT CODE %d", m.Code)
 	if j.killing {
+		j.earlier(m.Rank, m.Code, abortMsg, m.At)
 		return
 	}
-	j.firstFail, j.failCode = m.Rank, m.Code
-	j.abortMsg = fmt.Sprintf("ABORTED WITH EXIT CODE %d", m.Code)
+	j.firstFail, j.failCode, j.failAt = m.Rank, m.Code, m.At
+	j.abortMsg = abortMsg
 	j.kvs.Close(pmi.ErrJobClosed)
 	j.kill()
+}
+
+// earlier blames rank instead of the rank blamed so far when its proxy saw
+// it fail before the other's did: reports from different proxies arrive in
+// any order (a proxy waits for a finished rank's output before reporting
+// it), so the first to arrive need not be the first failure. Times from
+// different hosts compare as well as their clocks agree; a failure the
+// launcher's kill caused happens after the failure that caused the kill.
+func (j *job) earlier(rank, code int, abortMsg string, at int64) {
+	if j.firstFail < 0 || at == 0 || j.failAt == 0 || at >= j.failAt {
+		return
+	}
+	j.firstFail, j.failCode, j.failAt, j.abortMsg = rank, code, at, abortMsg
 }
 
 func optional(prefix, s string) string {
@@ -538,22 +560,25 @@ func (j *job) nameService(host int, m control.Msg) {
 	j.tops[j.hosts[host].top].out.push(reply)
 }
 
-func (j *job) rankExited(rank, code, sig int, msg string) {
+func (j *job) rankExited(rank, code, sig int, msg string, at int64) {
 	if rank < 0 || rank >= len(j.ranks) || j.ranks[rank].exited {
 		return
 	}
 	r := &j.ranks[rank]
 	r.exited, r.code, r.signal, r.failMsg = true, code, sig, msg
 	j.out.flush(rank)
-	if (code == 0 && sig == 0) || j.killing {
+	if code == 0 && sig == 0 {
+		return
+	}
+	if sig != 0 {
+		code = 128 + sig
+	}
+	if j.killing {
+		j.earlier(rank, code, "", at)
 		return
 	}
 	j.kvs.Close(pmi.ErrJobClosed)
-	j.firstFail = rank
-	j.failCode = code
-	if sig != 0 {
-		j.failCode = 128 + sig
-	}
+	j.firstFail, j.failCode, j.failAt = rank, code, at
 	j.kill()
 }
 
@@ -599,6 +624,7 @@ func (j *job) kill() {
 // when their session ends.
 func (j *job) abortAll() {
 	j.killing = true
+	j.lostQuiet = true
 	for _, p := range j.tops {
 		if p != nil {
 			p.sess.Close()

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/pmi"
@@ -51,7 +52,7 @@ func (u *uplink) Fence(ctx context.Context, puts []pmi.KV) (map[string]string, e
 }
 
 func (u *uplink) Abort(rank, code int, msg string) error {
-	return u.send(control.Msg{T: control.MsgAbort, Rank: rank, Code: code, Error: msg})
+	return u.send(control.Msg{T: control.MsgAbort, Rank: rank, Code: code, Error: msg, At: time.Now().UnixNano()})
 }
 
 func (u *uplink) name(ctx context.Context, op, service, port string) (string, error) {
@@ -193,6 +194,6 @@ func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 		p.noFinalize[rank] = true
 		p.mu.Unlock()
 	case errors.Is(err, pmi.ErrProtocol):
-		p.send(control.Msg{T: control.MsgError, Rank: rank, Error: fmt.Sprintf("PMI: %v", err)})
+		p.send(control.Msg{T: control.MsgError, Rank: rank, Error: fmt.Sprintf("PMI: %v", err), At: time.Now().UnixNano()})
 	}
 }

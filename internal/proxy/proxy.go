@@ -286,7 +286,7 @@ func (p *proxy) start() error {
 		if err != nil {
 			// A rank that cannot start is reported like a failed rank so the
 			// launcher names it; exit code 127 as a shell would.
-			p.send(control.Msg{T: control.MsgError, Rank: rs.Rank, Error: err.Error()})
+			p.send(control.Msg{T: control.MsgError, Rank: rs.Rank, Error: err.Error(), At: time.Now().UnixNano()})
 			p.ranks = append(p.ranks, &rank{spec: rs})
 			pids = append(pids, -1)
 			continue
@@ -399,6 +399,7 @@ func (p *proxy) waitAll() {
 		go func(r *rank) {
 			defer wg.Done()
 			err := r.cmd.Wait()
+			at := time.Now().UnixNano() // when it ended, not when its report leaves
 			code, sig := exitStatus(r.cmd, err)
 			msg := ""
 			p.mu.Lock()
@@ -417,7 +418,7 @@ func (p *proxy) waitAll() {
 			if code != 0 || sig != 0 {
 				p.log.Debug("rank failed", "rank", r.spec.Rank, "code", code, "signal", sig)
 			}
-			p.send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig, Error: msg})
+			p.send(control.Msg{T: control.MsgExit, Rank: r.spec.Rank, Code: code, Signal: sig, Error: msg, At: at})
 		}(r)
 	}
 	wg.Wait()

@@ -1,0 +1,87 @@
+package e2e
+
+// Issue 14: gompiexec and gompi-proxy under abuse (exit codes and messages).
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/internal/control"
+)
+
+func TestUsageMistakesNamed(t *testing.T) {
+	tests := []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"-n", "abc", "/bin/true"}, `-n "abc": not a number`},
+		{nil, []string{"-n", "2", "-n", "3", "/bin/true"}, "-n given twice"},
+		{nil, []string{"-hosts", "localhost:2:3", "/bin/true"}, `unexpected field "3"`},
+		{[]string{"MPIEXEC_TIMEOUT=soon"}, []string{"-n", "1", "/bin/true"}, `MPIEXEC_TIMEOUT="soon": want seconds`},
+	}
+	for _, tc := range tests {
+		j := newJob(t, "", tc.args...)
+		j.Cmd.Env = append(j.Cmd.Env, tc.env...)
+		j.startJob()
+		r := j.wait(20 * time.Second)
+		if r.Code != 255 || !strings.Contains(r.Stderr, tc.want) || strings.Contains(r.Stderr, "-MPIEXEC_TIMEOUT") {
+			t.Errorf("%v %v: exit %d, stderr %q; want 255 and %q", tc.env, tc.args, r.Code, r.Stderr, tc.want)
+		}
+	}
+}
+
+func TestProxyVersionNamesItsProtocol(t *testing.T) {
+	out, err := exec.Command(bin("gompi-proxy"), "-version").CombinedOutput()
+	want := fmt.Sprintf("control protocol %d ", control.Version)
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("gompi-proxy -version: %v %q, want %q", err, out, want)
+	}
+}
+
+// A second Ctrl-C ends the job by dropping the proxies' sessions: their end
+// is the launcher's own doing, not a lost connection to report.
+func TestSecondCtrlCIsQuiet(t *testing.T) {
+	j := newJob(t, "", "-n", "2", bin("rankprog"), "trapstay")
+	j.startJob()
+	j.waitRanks(2)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGINT)
+	time.Sleep(100 * time.Millisecond)
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGINT)
+	r := j.wait(20 * time.Second)
+	if r.Code != 130 || strings.Contains(r.Stderr, "lost connection") || strings.Contains(r.Stderr, "already closed") {
+		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+// Rank 0 fails first (exit 3), but its proxy reports it late: a detached
+// child holds its stdout, so the proxy waits for the output first. Rank 1,
+// on another proxy, exits 1 only once rank 0 is gone and its report
+// arrives first. The failure first in time decides the code and summary.
+func TestFirstFailureInTimeDecides(t *testing.T) {
+	dir := t.TempDir()
+	pidf := filepath.Join(dir, "pid")
+	script := fmt.Sprintf(`
+if [ "$PMI_RANK" = 0 ]; then
+  sleep 2 &
+  echo $$ > %[1]s.tmp && mv %[1]s.tmp %[1]s
+  exit 3
+fi
+while [ ! -s %[1]s ]; do sleep 0.01; done
+while kill -0 $(cat %[1]s) 2>/dev/null; do sleep 0.01; done
+exit 1`, pidf)
+	r := runJob(t, "", "-launcher", "fork", "-hosts", "nodeA,nodeB", "-n", "2", "/bin/sh", "-c", script)
+	if r.Code != 3 || !strings.Contains(r.Stderr, "RANK 0 ") || !strings.Contains(r.Stderr, "EXIT CODE: 3") {
+		t.Fatalf("exit %d, want 3 blaming rank 0; stderr:\n%s", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(pidf); err != nil {
+		t.Fatal(err)
+	}
+}
