@@ -39,6 +39,11 @@ var (
 	ErrNoFinalize = errors.New("pmi: connection closed without finalize")
 	// ErrAborted: the client called abort; the job is ending.
 	ErrAborted = errors.New("pmi: client aborted")
+	// ErrRefused: a PMI_PORT connection named a rank that another
+	// connection had already claimed (or none at all before other
+	// requests). It is not one of the job's ranks talking, so the job goes
+	// on; the connection is closed.
+	ErrRefused = errors.New("pmi: connection refused")
 )
 
 // NodeConfig describes the ranks a Node serves.
@@ -67,9 +72,10 @@ type Node struct {
 	kvs     map[string]string   // local puts
 	rounds  []map[string]string // completed fences, oldest first; shared, read-only
 	pending []KV
-	entered int
+	entered map[int]bool // ranks in the current barrier round
 	waiters []chan error
 	isLocal map[int]bool
+	claimed map[int]bool // ranks a connection has named itself (PMI_PORT) or was opened for
 
 	nodeAttrs   map[string]string // PMI-2 info-putnodeattr
 	attrChanged chan struct{}     // closed and replaced on every put
@@ -90,6 +96,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		cfg.AppNum = func(int) int { return 0 }
 	}
 	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{},
+		entered: map[int]bool{}, claimed: map[int]bool{},
 		nodeAttrs: map[string]string{}, attrChanged: make(chan struct{})}
 	for _, r := range cfg.Ranks {
 		if r < 0 || r >= cfg.Size {
@@ -115,6 +122,11 @@ type session struct {
 func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
+	if rank >= 0 {
+		if err := n.claim(rank); err != nil {
+			return err
+		}
+	}
 	s := &session{n: n, rank: rank, w: bufio.NewWriter(conn)}
 	r := bufio.NewReaderSize(conn, MaxLine)
 	finalized := false
@@ -226,6 +238,13 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 		if err != nil || !n.isLocal[id] {
 			return false, fmt.Errorf("%w: initack with unknown pmiid in %q", ErrProtocol, c.Line)
 		}
+		if s.rank >= 0 {
+			return false, fmt.Errorf("%w: second initack in %q", ErrProtocol, c.Line)
+		}
+		if err := n.claim(id); err != nil {
+			s.reply(formatReply("initack", "rc", "-1", "msg", "pmiid_already_claimed"))
+			return false, err
+		}
 		s.rank = id
 		return false, s.reply(formatReply("initack") + formatReply("set", "size", strconv.Itoa(cfg.Size)) +
 			formatReply("set", "rank", strconv.Itoa(id)) + formatReply("set", "debug", "0"))
@@ -275,7 +294,7 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 		}
 		return false, s.reply(formatReply("get_result", "rc", "0", "msg", "success", "value", val))
 	case "barrier_in":
-		if err := n.barrier(ctx); err != nil {
+		if err := n.barrier(ctx, s.rank); err != nil {
 			return false, err
 		}
 		return false, s.reply(formatReply("barrier_out"))
@@ -349,12 +368,39 @@ func (n *Node) get(key string) (string, bool) {
 // maxRounds bounds the lookup chain: past it, rounds are merged into one.
 const maxRounds = 16
 
+// claim records that a connection speaks for rank: each rank is claimed
+// once, so in PMI_PORT mode a second connection naming a rank already
+// served (another local process of the user's guessing PMI_ID) is refused
+// instead of speaking for it.
+func (n *Node) claim(rank int) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.isLocal[rank] {
+		return fmt.Errorf("%w: rank %d is not served here", ErrRefused, rank)
+	}
+	if n.claimed[rank] {
+		return fmt.Errorf("%w: rank %d is already claimed by another connection", ErrRefused, rank)
+	}
+	n.claimed[rank] = true
+	return nil
+}
+
 // barrier blocks until every local rank has entered and the job-wide fence
 // through the uplink has completed. The last rank in does the uplink call.
-func (n *Node) barrier(ctx context.Context) error {
+// Entries are counted by distinct rank: a rank entering twice in one round
+// is a protocol error, not a second rank.
+func (n *Node) barrier(ctx context.Context, rank int) error {
 	n.mu.Lock()
-	n.entered++
-	if n.entered < len(n.cfg.Ranks) {
+	if !n.isLocal[rank] {
+		n.mu.Unlock()
+		return fmt.Errorf("%w: barrier from a connection that named no rank", ErrRefused)
+	}
+	if n.entered[rank] {
+		n.mu.Unlock()
+		return fmt.Errorf("%w: rank %d entered the barrier twice", ErrProtocol, rank)
+	}
+	n.entered[rank] = true
+	if len(n.entered) < len(n.cfg.Ranks) {
 		ch := make(chan error, 1)
 		n.waiters = append(n.waiters, ch)
 		n.mu.Unlock()
@@ -366,7 +412,8 @@ func (n *Node) barrier(ctx context.Context) error {
 		}
 	}
 	puts, waiters := n.pending, n.waiters
-	n.pending, n.waiters, n.entered = nil, nil, 0
+	n.pending, n.waiters = nil, nil
+	clear(n.entered)
 	n.mu.Unlock()
 
 	all, err := n.cfg.Uplink.Fence(ctx, puts)

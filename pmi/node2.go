@@ -39,6 +39,10 @@ func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err 
 		}
 		return s.reply(formatFrame2(name, kv...))
 	}
+	if s.rank < 0 && c.Name != "fullinit" {
+		reply(c.Name+"-response", "rc", "-1", "errmsg", "fullinit first")
+		return false, fmt.Errorf("%w: %q before fullinit in PMI_PORT mode", ErrRefused, c.Body)
+	}
 	switch c.Name {
 	case "fullinit":
 		if s.rank < 0 {
@@ -52,6 +56,10 @@ func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err 
 			if err != nil || !n.isLocal[id] {
 				reply("fullinit-response", "rc", "-1", "errmsg", "unknown rank")
 				return false, fmt.Errorf("%w: fullinit with unknown pmirank/srcid in %q", ErrProtocol, c.Body)
+			}
+			if err := n.claim(id); err != nil {
+				reply("fullinit-response", "rc", "-1", "errmsg", "rank already claimed")
+				return false, err
 			}
 			s.rank = id
 		}
@@ -77,7 +85,7 @@ func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err 
 		}
 		return false, reply("kvs-get-response", "found", "FALSE", "rc", "0")
 	case "kvs-fence":
-		if err := n.barrier(ctx); err != nil {
+		if err := n.barrier(ctx, s.rank); err != nil {
 			return false, err
 		}
 		return false, reply("kvs-fence-response", "rc", "0")

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/atomicfile"
+	"github.com/gompi/gompi/internal/privdir"
 )
 
 // DefaultIdle is how long a daemon waits without jobs before it exits.
@@ -69,7 +70,7 @@ func (c *Config) fill() error {
 		c.Idle = DefaultIdle
 	}
 	if c.Dir == "" {
-		c.Dir = filepath.Join(os.TempDir(), fmt.Sprintf("gompi-%d", os.Getuid()))
+		c.Dir = privdir.Default()
 	}
 	if c.Exe == "" {
 		exe, err := os.Executable()
@@ -134,21 +135,8 @@ func ParseInfo(line string) (Info, error) {
 // belongs to us alone: a directory someone else made under /tmp could
 // hold a socket of theirs.
 func privateDir(dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+	if err := privdir.Ensure(dir); err != nil {
 		return fmt.Errorf("persistent proxy: %w", err)
-	}
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("persistent proxy: %w", err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok || int(st.Uid) != os.Getuid() || fi.Mode().Perm()&0o077 != 0 {
-		uid := -1
-		if ok {
-			uid = int(st.Uid)
-		}
-		return fmt.Errorf("persistent proxy: %s is not a private directory of uid %d (owner %d, mode %v); remove it",
-			dir, os.Getuid(), uid, fi.Mode())
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/control"
+	"github.com/gompi/gompi/internal/sockowner"
 	"github.com/gompi/gompi/pmi"
 )
 
@@ -149,11 +150,18 @@ func (p *proxy) setupPMI(ctx context.Context) error {
 		<-ctx.Done()
 		ln.Close()
 	}()
+	uid := os.Getuid()
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
+			}
+			// Any local user can connect to a loopback port: only the
+			// job's user's sockets may speak PMI (docs/pmi.md).
+			if owner, err := sockowner.PeerUID(c); err != nil || owner != uid {
+				p.refusePMI(c, fmt.Sprintf("owner uid %d, not the job's %d (%v)", owner, uid, err))
+				continue
 			}
 			go p.servePMI(ctx, -1, c)
 		}
@@ -184,11 +192,22 @@ func (p *proxy) pmiForRank(ctx context.Context, rank int) (env []string, child *
 	return []string{"PMI_FD=3"}, child, nil
 }
 
+// refusePMI closes a PMI_PORT connection that is not the job's and says so
+// on the proxy's stderr; the job goes on.
+func (p *proxy) refusePMI(c net.Conn, why string) {
+	fmt.Fprintf(p.cfg.Stderr, "refused a PMI connection from %s: %s\n", c.RemoteAddr(), why)
+	c.Close()
+}
+
 func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 	defer conn.Close()
 	err := p.node.Serve(ctx, rank, conn)
 	switch {
 	case err == nil, errors.Is(err, pmi.ErrAborted), ctx.Err() != nil:
+	case errors.Is(err, pmi.ErrRefused):
+		// Not one of the job's ranks speaking (a second claim of a rank
+		// over PMI_PORT): refuse it without ending the job.
+		fmt.Fprintf(p.cfg.Stderr, "refused a PMI connection from %s: %v\n", conn.RemoteAddr(), err)
 	case errors.Is(err, pmi.ErrNoFinalize):
 		p.mu.Lock()
 		p.noFinalize[rank] = true

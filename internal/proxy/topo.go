@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/atomicfile"
+	"github.com/gompi/gompi/internal/privdir"
 )
 
 // Every MPICH rank discovers the node's hardware topology through hwloc at
@@ -62,13 +63,15 @@ func topoFile(ctx context.Context) (string, error) {
 			}
 		}
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("gompi-%d", os.Getuid()))
-	path := filepath.Join(dir, "topo-"+hex.EncodeToString(h.Sum(nil))[:16]+".xml")
-	if fi, err := os.Stat(path); err == nil && fi.Size() > 0 {
-		return path, nil
+	dir := privdir.Default()
+	// Checked before the cache is trusted: another user could have made
+	// the directory, and every MPICH rank loads the XML in it.
+	if err := privdir.Ensure(dir); err != nil {
+		return "", fmt.Errorf("topology cache: %w", err)
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", err
+	path := filepath.Join(dir, "topo-"+hex.EncodeToString(h.Sum(nil))[:16]+".xml")
+	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
+		return path, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -85,3 +85,64 @@ exit 1`, pidf)
 		t.Fatal(err)
 	}
 }
+
+// readPMIPort waits for the rank to write its PMI_PORT into file f.
+func readPMIPort(t *testing.T, f string) string {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(f); err == nil && strings.HasSuffix(string(b), "\n") {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("no PMI_PORT in %s", f)
+	return ""
+}
+
+// In -pmi-port mode the PMI port is a loopback TCP port any local user can
+// reach: another user's connection is refused unanswered, and a second
+// claim of a rank by the job's own user is refused without ending the job.
+func TestPMIPortLetsNobodyElseIn(t *testing.T) {
+	if os.Getuid() != 0 {
+		if os.Getenv("CI") != "" {
+			t.Fatal("needs root to connect as another user")
+		}
+		t.Skip("needs root to connect as another user")
+	}
+	portFile := filepath.Join(t.TempDir(), "port")
+	j := newJob(t, "", "-pmi-port", "-n", "1", "/bin/sh", "-c",
+		fmt.Sprintf(`echo "$PMI_PORT" > %[1]s.tmp && mv %[1]s.tmp %[1]s; exec sleep 30`, portFile))
+	j.startJob()
+	addr := readPMIPort(t, portFile)
+	host, port, _ := strings.Cut(addr, ":")
+	speak := func(uid uint32) string {
+		cmd := exec.Command("/bin/bash", "-c", fmt.Sprintf(
+			`exec 3<>/dev/tcp/%s/%s || exit 9; echo "cmd=initack pmiid=0" >&3; read -t 10 line <&3; echo "reply:$line"`, host, port))
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("uid %d: %v %s", uid, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if got := speak(65534); !strings.HasSuffix(got, "reply:") || strings.Contains(got, "cmd=") {
+		t.Fatalf("another user's connection was answered: %q", got)
+	}
+	if got := speak(0); got != "reply:cmd=initack" {
+		t.Fatalf("the job's user's first claim: %q", got)
+	}
+	if got := speak(0); !strings.Contains(got, "rc=-1") {
+		t.Fatalf("second claim of rank 0 answered %q", got)
+	}
+	select {
+	case <-j.Done():
+		t.Fatalf("an intruder ended the job: %s", j.Stderr.String())
+	case <-time.After(200 * time.Millisecond):
+	}
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGTERM)
+	r := j.wait(20 * time.Second)
+	if !strings.Contains(r.Stderr, "refused a PMI connection") || !strings.Contains(r.Stderr, "not the job's 0") ||
+		!strings.Contains(r.Stderr, "already claimed") {
+		t.Fatalf("refusals not reported; stderr:\n%s", r.Stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}

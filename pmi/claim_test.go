@@ -1,0 +1,115 @@
+package pmi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// portConn opens a PMI_PORT-mode connection (the rank is not known until
+// the client names it) to n.
+func portConn(t *testing.T, ctx context.Context, n *Node) (*client, chan error) {
+	t.Helper()
+	a, b := net.Pipe()
+	ch := make(chan error, 1)
+	go func() { ch <- n.Serve(ctx, -1, b) }()
+	return &client{t: t, conn: a, r: bufio.NewReader(a)}, ch
+}
+
+// In PMI_PORT mode any local process may connect: a second connection
+// naming a rank already claimed is refused (PMI-1 initack and PMI-2
+// fullinit), and the refusal is ErrRefused, not a protocol error of the
+// job's rank.
+func TestSecondClaimRefused(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n, err := NewNode(NodeConfig{KVSName: "k", Size: 2, Ranks: []int{0, 1}, Uplink: &jobUplink{job: NewJob(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := portConn(t, ctx, n)
+	if got := first.do("cmd=initack pmiid=1"); got != "cmd=initack" {
+		t.Fatalf("first claim: %q", got)
+	}
+	second, errs := portConn(t, ctx, n)
+	if got := second.do("cmd=initack pmiid=1"); !strings.Contains(got, "rc=-1") {
+		t.Fatalf("second claim answered %q", got)
+	}
+	if err := <-errs; !errors.Is(err, ErrRefused) || errors.Is(err, ErrProtocol) {
+		t.Fatalf("second claim: %v, want ErrRefused", err)
+	}
+	// PMI-2: the same rank through fullinit.
+	third, errs := portConn(t, ctx, n)
+	third.do("cmd=init pmi_version=2 pmi_subversion=0")
+	c2 := &client2{t: t, conn: third.conn, r: third.r}
+	if got := c2.do("cmd=fullinit;pmirank=1;"); !strings.Contains(got, "rc=-1") {
+		t.Fatalf("PMI-2 second claim answered %q", got)
+	}
+	if err := <-errs; !errors.Is(err, ErrRefused) {
+		t.Fatalf("PMI-2 second claim: %v", err)
+	}
+	// A PMI-2 connection that names no rank cannot fence or put.
+	fourth, errs := portConn(t, ctx, n)
+	fourth.do("cmd=init pmi_version=2 pmi_subversion=0")
+	c2 = &client2{t: t, conn: fourth.conn, r: fourth.r}
+	if got := c2.do("cmd=kvs-fence;"); !strings.Contains(got, "rc=-1") {
+		t.Fatalf("anonymous fence answered %q", got)
+	}
+	if err := <-errs; !errors.Is(err, ErrRefused) {
+		t.Fatalf("anonymous fence: %v", err)
+	}
+	// Rank 0 is still free to claim.
+	ok, _ := portConn(t, ctx, n)
+	if got := ok.do("cmd=initack pmiid=0"); got != "cmd=initack" {
+		t.Fatalf("rank 0 claim: %q", got)
+	}
+}
+
+// A barrier is released by every local rank entering, not by as many
+// entries: one rank entering twice (only possible from two connections,
+// which claims already prevent) neither counts twice nor releases it.
+func TestBarrierCountsDistinctRanks(t *testing.T) {
+	up := &jobUplink{job: NewJob(1)}
+	n, err := NewNode(NodeConfig{KVSName: "k", Size: 2, Ranks: []int{0, 1}, Uplink: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() { first <- n.barrier(ctx, 0) }()
+	// Wait until rank 0 is in.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		n.mu.Lock()
+		in := n.entered[0]
+		n.mu.Unlock()
+		if in {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("rank 0 never entered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := n.barrier(ctx, 0); !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), "twice") {
+		t.Fatalf("second entry of rank 0: %v", err)
+	}
+	if err := n.barrier(ctx, -1); !errors.Is(err, ErrRefused) {
+		t.Fatalf("entry of no rank: %v", err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("barrier released before rank 1 entered: %v", err)
+	default:
+	}
+	if err := n.barrier(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+}
