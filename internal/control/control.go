@@ -21,7 +21,9 @@ import (
 
 // Version is checked in the Job message; proxies refuse other versions.
 // Version 2 added tree launch (Job.Index, Job.Children, Job.Launch, Msg.Host).
-const Version = 2
+// Version 3 carries arguments, environment, paths and PMI values as bytes
+// (bytes.go): a version-2 proxy would read {"b64":...} as an error.
+const Version = 3
 
 // Stream kinds: the first byte a launcher writes on a new stream.
 const (

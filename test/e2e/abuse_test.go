@@ -146,3 +146,51 @@ func TestPMIPortLetsNobodyElseIn(t *testing.T) {
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }
+
+// Bytes that are not UTF-8 reach the ranks exactly: arguments, inherited
+// and -genv environment, the program's path and -wdir (Hydra passes them
+// unchanged; JSON would make U+FFFD of them).
+func TestBytesArriveExactly(t *testing.T) {
+	const bad = "caf\xe9"
+	dir := filepath.Join(t.TempDir(), "d"+bad)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(dir, "p"+bad)
+	script := "#!/bin/sh\nprintf '%s|' \"$1\" \"$INHERITED\" \"$GENV\" \"$0\" \"$(pwd)\"\n"
+	if err := os.WriteFile(prog, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	j := newJob(t, "", "-genv", "GENV", "g"+bad, "-wdir", dir, "-n", "1", prog, "a"+bad)
+	j.Cmd.Env = append(j.Cmd.Env, "INHERITED=i"+bad)
+	j.startJob()
+	r := j.wait(30 * time.Second)
+	want := "a" + bad + "|i" + bad + "|g" + bad + "|" + prog + "|" + dir + "|"
+	if r.Code != 0 || r.Stdout != want {
+		t.Fatalf("exit %d, rank printed %q, want %q; stderr %s", r.Code, r.Stdout, want, r.Stderr)
+	}
+	r = runJob(t, "", "-n", "1", "/usr/bin/printf", "%s", bad)
+	if r.Stdout != bad {
+		t.Fatalf("printf %%s %q printed %q", bad, r.Stdout)
+	}
+}
+
+// A PMI value put on one host and read on another crosses two proxies and
+// the launcher byte for byte. The ranks are shell scripts speaking PMI-1
+// on PMI_FD.
+func TestPMIValueBytesCrossProxies(t *testing.T) {
+	script := `
+say() { printf '%s\n' "$1" >&3; IFS= read -r REPLY <&3; }
+say "cmd=init pmi_version=1 pmi_subversion=1"
+say "cmd=get_my_kvsname"
+KVS=${REPLY##*kvsname=}
+if [ "$PMI_RANK" = 0 ]; then say "cmd=put kvsname=$KVS key=k value=$(printf 'caf\351\377')"; fi
+say "cmd=barrier_in"
+if [ "$PMI_RANK" = 1 ]; then say "cmd=get kvsname=$KVS key=k"; printf '%s' "${REPLY##*value=}"; fi
+say "cmd=finalize"
+`
+	r := runJob(t, "", "-launcher", "fork", "-hosts", "nodeA,nodeB", "-n", "2", "/bin/sh", "-c", script)
+	if r.Code != 0 || r.Stdout != "caf\xe9\xff" {
+		t.Fatalf("exit %d, rank 1 read %q, want %q; stderr %s", r.Code, r.Stdout, "caf\xe9\xff", r.Stderr)
+	}
+}
