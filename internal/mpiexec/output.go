@@ -4,16 +4,39 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
+	"time"
 )
 
-// output reassembles rank output into whole lines so a line from one rank is
-// never split by another's, and optionally prefixes each line with [rank].
+// output writes the ranks' output to gompiexec's stdout and stderr.
+//
+// Without -l bytes are forwarded as they come, so a prompt or a progress
+// bar shows at once; while one rank's line is unfinished on a stream,
+// other ranks' output to that stream waits, so lines are not split by
+// another rank's. A rank that leaves its line unfinished for a tick
+// (partialDelay to twice that) while others have output waiting loses the
+// stream to them, and so does one holding back more than maxWaiting bytes
+// of others'.
+//
+// With -l whole lines are written with a "[rank] " prefix; an unfinished
+// line is written (prefixed) after a tick, and the rest of it follows
+// without a prefix; when another rank's output has to break it, a newline
+// ends it first.
+//
+// The first write error on a stream is reported through onErr once; that
+// stream's output is dropped afterwards (the launcher ends the job).
 type output struct {
 	mu      sync.Mutex
 	out     [3]io.Writer // index by fd: 1 stdout, 2 stderr
 	prepend bool
-	bufs    map[streamKey][]byte
+	pend    map[streamKey]*pending
+	open    [3]int // rank whose line is unfinished on the stream, -1 none
+	openAge [3]int // ticks the open line has been waiting with others pending
+	err     [3]error
+	onErr   func(fd byte, err error)
+	timer   *time.Timer
+	closed  bool
 	scratch []byte
 }
 
@@ -22,12 +45,26 @@ type streamKey struct {
 	fd   byte
 }
 
-// maxPartial is how much of an unterminated line is held back before it is
-// written anyway, so a rank printing megabytes without a newline still flows.
+// pending is a rank's output not yet written to a stream.
+type pending struct {
+	buf []byte
+	age int // ticks its unfinished tail has waited
+}
+
+// maxPartial is how much of an unterminated line is held back (-l) before
+// it is written anyway.
 const maxPartial = 64 << 10
 
+// maxWaiting is how much output other ranks may queue behind an unfinished
+// line before it is broken.
+const maxWaiting = 1 << 20
+
+// partialDelay is the tick at which unfinished lines are looked at.
+const partialDelay = 100 * time.Millisecond
+
 func newOutput(stdout, stderr io.Writer, prepend bool) *output {
-	return &output{out: [3]io.Writer{nil, stdout, stderr}, prepend: prepend, bufs: map[streamKey][]byte{}}
+	return &output{out: [3]io.Writer{nil, stdout, stderr}, prepend: prepend,
+		pend: map[streamKey]*pending{}, open: [3]int{-1, -1, -1}}
 }
 
 func (o *output) write(rank int, fd byte, data []byte) {
@@ -36,75 +73,234 @@ func (o *output) write(rank int, fd byte, data []byte) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	k := streamKey{rank, fd}
-	pending := o.bufs[k]
-	last := bytes.LastIndexByte(data, '\n')
-	if last < 0 {
-		pending = append(pending, data...)
-		if len(pending) >= maxPartial {
-			o.emit(rank, fd, pending)
-			pending = pending[:0]
-		}
-		o.bufs[k] = pending
+	if o.err[fd] != nil {
 		return
 	}
-	if len(pending) > 0 {
-		pending = append(pending, data[:last+1]...)
-		o.emit(rank, fd, pending)
-		pending = pending[:0]
-	} else {
-		o.emit(rank, fd, data[:last+1])
+	k := streamKey{rank, fd}
+	p := o.pend[k]
+	if p == nil {
+		p = &pending{}
+		o.pend[k] = p
 	}
-	o.bufs[k] = append(pending, data[last+1:]...)
+	p.buf = append(p.buf, data...)
+	o.drain(fd)
+	o.arm()
 }
 
-// emit writes whole lines (or a forced partial) in one Write call.
-func (o *output) emit(rank int, fd byte, data []byte) {
-	w := o.out[fd]
+// drain writes what may be written on fd now.
+func (o *output) drain(fd byte) {
+	for {
+		if r := o.open[fd]; r >= 0 {
+			o.push(r, fd, false)
+			if o.open[fd] >= 0 {
+				if o.waiting(fd) > maxWaiting {
+					o.breakOpen(fd)
+					continue
+				}
+				return
+			}
+		}
+		progress := false
+		for _, r := range o.ranksPending(fd) {
+			o.push(r, fd, false)
+			progress = true
+			if o.open[fd] >= 0 {
+				break
+			}
+		}
+		if !progress || o.open[fd] < 0 {
+			return
+		}
+	}
+}
+
+// push writes rank's whole lines on fd and, without -l, once they are stale
+// or long, or with force, its unfinished tail (which then holds the
+// stream).
+func (o *output) push(rank int, fd byte, force bool) {
+	k := streamKey{rank, fd}
+	p := o.pend[k]
+	if p == nil || len(p.buf) == 0 {
+		return
+	}
+	cont := o.open[fd] == rank
+	n := bytes.LastIndexByte(p.buf, '\n') + 1
+	if force || !o.prepend || p.age > 1 || len(p.buf)-n >= maxPartial {
+		n = len(p.buf)
+	}
+	if n == 0 {
+		return
+	}
+	o.emit(rank, fd, p.buf[:n], cont)
+	if p.buf[n-1] == '\n' {
+		o.open[fd], o.openAge[fd] = -1, 0
+	} else {
+		o.open[fd] = rank
+	}
+	rest := copy(p.buf, p.buf[n:])
+	p.buf, p.age = p.buf[:rest], 0
+	if rest == 0 {
+		delete(o.pend, k)
+	}
+}
+
+// breakOpen gives the stream up from the rank whose line is unfinished.
+func (o *output) breakOpen(fd byte) {
+	if o.prepend {
+		o.writeOut(fd, []byte{'\n'})
+	}
+	o.open[fd], o.openAge[fd] = -1, 0
+}
+
+// waiting is how many bytes ranks other than the open one have queued.
+func (o *output) waiting(fd byte) int {
+	n := 0
+	for k, p := range o.pend {
+		if k.fd == fd && k.rank != o.open[fd] {
+			n += len(p.buf)
+		}
+	}
+	return n
+}
+
+func (o *output) ranksPending(fd byte) []int {
+	var rs []int
+	for k, p := range o.pend {
+		if k.fd == fd && len(p.buf) > 0 {
+			rs = append(rs, k.rank)
+		}
+	}
+	slices.Sort(rs)
+	return rs
+}
+
+// arm starts the tick when something waits.
+func (o *output) arm() {
+	if o.timer != nil || o.closed || len(o.pend) == 0 {
+		return
+	}
+	o.timer = time.AfterFunc(partialDelay, o.tick)
+}
+
+// tick ages what waits: unfinished tails (-l) seen at two ticks are
+// written, and an open line that kept others waiting is broken.
+func (o *output) tick() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.timer = nil
+	if o.closed {
+		return
+	}
+	for fd := byte(1); fd <= 2; fd++ {
+		if o.err[fd] != nil {
+			continue
+		}
+		if o.open[fd] >= 0 && o.waiting(fd) > 0 {
+			o.openAge[fd]++
+			if o.openAge[fd] > 1 {
+				o.breakOpen(fd)
+			}
+		}
+		for k, p := range o.pend {
+			if k.fd == fd && len(p.buf) > 0 {
+				p.age++
+			}
+		}
+		o.drain(fd)
+	}
+	o.arm()
+}
+
+// emit writes data of rank in one Write call; with -l each line gets a
+// prefix, except the first when it continues the rank's unfinished line.
+func (o *output) emit(rank int, fd byte, data []byte, cont bool) {
 	if !o.prepend {
-		w.Write(data)
+		o.writeOut(fd, data)
 		return
 	}
 	prefix := fmt.Appendf(nil, "[%d] ", rank)
 	buf := o.scratch[:0]
-	for len(data) > 0 {
+	for first := true; len(data) > 0; first = false {
 		i := bytes.IndexByte(data, '\n')
 		line := data
 		if i >= 0 {
 			line = data[:i+1]
 		}
-		buf = append(buf, prefix...)
+		if !(first && cont) {
+			buf = append(buf, prefix...)
+		}
 		buf = append(buf, line...)
 		data = data[len(line):]
 	}
-	w.Write(buf)
+	o.writeOut(fd, buf)
 	o.scratch = buf[:0]
 }
 
-// flush writes what is left of a rank's unterminated lines (at its exit).
+func (o *output) writeOut(fd byte, b []byte) {
+	if o.err[fd] != nil {
+		return
+	}
+	if _, err := o.out[fd].Write(b); err != nil {
+		o.err[fd] = err
+		for k := range o.pend {
+			if k.fd == fd {
+				delete(o.pend, k)
+			}
+		}
+		if o.onErr != nil {
+			o.onErr(fd, err)
+		}
+	}
+}
+
+// flush writes what is left of a rank's output (at its exit): it cannot
+// finish its line any more, so waiting for it is pointless.
 func (o *output) flush(rank int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for fd := byte(1); fd <= 2; fd++ {
 		k := streamKey{rank, fd}
-		if p := o.bufs[k]; len(p) > 0 {
-			if o.prepend {
-				p = append(p, '\n')
-			}
-			o.emit(rank, fd, p)
+		p := o.pend[k]
+		if o.open[fd] >= 0 && o.open[fd] != rank && p != nil && len(p.buf) > 0 {
+			o.breakOpen(fd)
 		}
-		delete(o.bufs, k)
+		if p != nil && len(p.buf) > 0 {
+			if o.prepend && p.buf[len(p.buf)-1] != '\n' {
+				p.buf = append(p.buf, '\n')
+			}
+			o.push(rank, fd, true)
+		} else if o.open[fd] == rank && o.prepend {
+			o.writeOut(fd, []byte{'\n'})
+		}
+		delete(o.pend, k)
+		if o.open[fd] == rank {
+			o.open[fd], o.openAge[fd] = -1, 0
+		}
+		o.drain(fd)
 	}
 }
 
+// flushAll writes everything left and stops the tick.
 func (o *output) flushAll() {
 	o.mu.Lock()
 	var ranks []int
-	for k := range o.bufs {
+	for k := range o.pend {
 		ranks = append(ranks, k.rank)
 	}
+	for fd := range o.open {
+		if o.open[fd] >= 0 {
+			ranks = append(ranks, o.open[fd])
+		}
+	}
 	o.mu.Unlock()
-	for _, r := range ranks {
+	slices.Sort(ranks)
+	for _, r := range slices.Compact(ranks) {
 		o.flush(r)
 	}
+	o.mu.Lock()
+	o.closed = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	o.mu.Unlock()
 }

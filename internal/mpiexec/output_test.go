@@ -2,8 +2,12 @@ package mpiexec
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func TestOutputReassemblesLines(t *testing.T) {
@@ -40,4 +44,83 @@ func TestOutputLongPartialLineFlows(t *testing.T) {
 	if out.Len() != maxPartial+10 {
 		t.Fatalf("held back %d bytes", maxPartial+10-out.Len())
 	}
+}
+
+type failWriter struct{ n int }
+
+func (f *failWriter) Write(p []byte) (int, error) { f.n++; return 0, errors.New("disk full") }
+
+func TestOutputWriteErrorReportedOnce(t *testing.T) {
+	fw := &failWriter{}
+	var errw bytes.Buffer
+	o := newOutput(fw, &errw, false)
+	var got []string
+	o.onErr = func(fd byte, err error) { got = append(got, fmt.Sprint(fd, err)) }
+	o.write(0, 1, []byte("a\n"))
+	o.write(1, 1, []byte("b\n"))
+	o.write(0, 2, []byte("fine\n"))
+	o.flushAll()
+	if len(got) != 1 || got[0] != "1 disk full" || fw.n != 1 || errw.String() != "fine\n" {
+		t.Fatalf("reports %q, %d writes, stderr %q", got, fw.n, errw.String())
+	}
+}
+
+// Without -l a partial line goes out at once and holds the stream: another
+// rank's lines wait until it ends, or until it has kept them waiting for
+// two ticks.
+func TestOutputOpenLineHoldsStream(t *testing.T) {
+	var out syncBuf
+	o := newOutput(&out, &out, false)
+	defer o.flushAll()
+	o.write(0, 1, []byte("prompt> "))
+	o.write(1, 1, []byte("other\n"))
+	if out.String() != "prompt> " {
+		t.Fatalf("got %q", out.String())
+	}
+	o.write(0, 1, []byte("answer\n"))
+	if out.String() != "prompt> answer\nother\n" {
+		t.Fatalf("got %q", out.String())
+	}
+	o.write(0, 1, []byte("slow"))
+	o.write(1, 1, []byte("waits\n"))
+	for deadline := time.Now().Add(10 * time.Second); out.String() != "prompt> answer\nother\nslowwaits\n"; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("an unfinished line held the stream forever: %q", out.String())
+		}
+	}
+}
+
+// With -l a partial line is written after a delay, prefixed, and the rest
+// of it follows without a prefix.
+func TestOutputPrefixedPartialAfterDelay(t *testing.T) {
+	var out syncBuf
+	o := newOutput(&out, &out, true)
+	defer o.flushAll()
+	o.write(2, 1, []byte("prompt> "))
+	for deadline := time.Now().Add(10 * time.Second); out.String() != "[2] prompt> "; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("partial line not written: %q", out.String())
+		}
+	}
+	o.write(2, 1, []byte("answer\nnext\n"))
+	if out.String() != "[2] prompt> answer\n[2] next\n" {
+		t.Fatalf("got %q", out.String())
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -195,6 +195,8 @@ type job struct {
 	failAt     int64 // when its proxy saw firstFail fail (control.Msg.At)
 	abortMsg   string
 	lostQuiet  bool // the launcher dropped the sessions itself: their end is no news
+	outErr     chan error
+	outFailed  bool // the job's output could not be written
 	failCode   int
 	killing    bool
 	timedOut   bool
@@ -224,6 +226,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	j.firstFail = -1
 	j.events = make(chan event, 64)
+	j.outErr = make(chan error, 2)
+	j.out.onErr = func(fd byte, err error) {
+		name := map[byte]string{1: "stdout", 2: "stderr"}[fd]
+		select {
+		case j.outErr <- fmt.Errorf("cannot write the job's %s (%w)", name, err):
+		default:
+		}
+	}
 	j.finished = make(chan struct{})
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -467,6 +477,11 @@ func (j *job) loop(ctx context.Context) int {
 			j.timedOut = true
 			j.kill()
 			forceKill = time.After(j.cfg.Grace + 2*time.Second)
+		case err := <-j.outErr:
+			// Lost output is lost data: end the job, as Hydra does.
+			fmt.Fprintf(j.cfg.Stderr, "gompiexec: %v; ending the job\n", err)
+			j.outFailed = true
+			j.kill()
 		case <-forceKill:
 			j.abortAll()
 		case <-ctxDone:
@@ -481,6 +496,8 @@ func (j *job) loop(ctx context.Context) int {
 	switch {
 	case j.timedOut:
 		return ExitTimeout
+	case j.outFailed:
+		return ExitInternal
 	case j.failCode != 0:
 		return j.failCode
 	case j.proxyError != "":

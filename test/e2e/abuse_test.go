@@ -194,3 +194,83 @@ say "cmd=finalize"
 		t.Fatalf("exit %d, rank 1 read %q, want %q; stderr %s", r.Code, r.Stdout, "caf\xe9\xff", r.Stderr)
 	}
 }
+
+// When gompiexec cannot write the job's output the job ends with exit 255
+// and one message naming the stream (Hydra: the same exit code).
+func TestOutputWriteErrorEndsJob(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skip(err)
+	}
+	defer full.Close()
+	j := newJob(t, "", "-n", "2", "/bin/sh", "-c", "echo hi; exec sleep 30")
+	j.Cmd.Stdout = full
+	j.startJob()
+	r := j.wait(30 * time.Second)
+	if r.Code != 255 || strings.Count(r.Stderr, "cannot write the job's stdout") != 1 {
+		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+	// A closed stdout: refused before anything starts.
+	j = newJob(t, "", "-n", "1", "/bin/echo", "hi")
+	j.Cmd.Path = "/bin/sh"
+	j.Cmd.Args = append([]string{"sh", "-c", `exec "$0" "$@" >&-`, bin("gompiexec")}, j.Cmd.Args[1:]...)
+	j.startJob()
+	r = j.wait(30 * time.Second)
+	if r.Code != 255 || !strings.Contains(r.Stderr, "stdout (descriptor 1) was closed") {
+		t.Fatalf("closed stdout: exit %d, stderr:\n%s", r.Code, r.Stderr)
+	}
+}
+
+// A partial line (a prompt) is shown while the rank waits, without -l at
+// once and with -l after a short delay. The rank goes on only once the
+// test has seen its prompt.
+func TestPartialLineShownWhileRankWaits(t *testing.T) {
+	for _, tc := range []struct {
+		flags       []string
+		prompt, all string
+	}{
+		{nil, "prompt> ", "prompt> answer\n"},
+		{[]string{"-l"}, "[0] prompt> ", "[0] prompt> answer\n"},
+	} {
+		goOn := filepath.Join(t.TempDir(), "go-on")
+		args := append(tc.flags, "-n", "1", "/bin/sh", "-c",
+			fmt.Sprintf(`printf "prompt> "; while [ ! -e %s ]; do sleep 0.01; done; echo answer`, goOn))
+		j := newJob(t, "", args...)
+		j.startJob()
+		for deadline := time.Now().Add(20 * time.Second); j.Stdout.String() != tc.prompt; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the prompt never showed: stdout %q", tc.flags, j.Stdout.String())
+			}
+		}
+		os.WriteFile(goOn, nil, 0o644)
+		if r := j.wait(30 * time.Second); r.Code != 0 || r.Stdout != tc.all {
+			t.Fatalf("%v: exit %d, stdout %q", tc.flags, r.Code, r.Stdout)
+		}
+	}
+}
+
+// Lines longer than 64 KiB written at the same time by two ranks come out
+// whole, with and without -l.
+func TestLongLinesStayWhole(t *testing.T) {
+	const n = 300000
+	script := fmt.Sprintf(`c=$(printf "\\$(printf %%o $((97 + PMI_RANK)))"); for i in 1 2 3; do head -c %d /dev/zero | tr '\0' "$c"; echo; done`, n)
+	for _, flags := range [][]string{nil, {"-l"}} {
+		r := runJob(t, "", append(flags, "-n", "2", "/bin/sh", "-c", script)...)
+		if r.Code != 0 {
+			t.Fatalf("%v: exit %d: %s", flags, r.Code, r.Stderr)
+		}
+		lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
+		if len(lines) != 6 {
+			t.Fatalf("%v: %d lines, want 6", flags, len(lines))
+		}
+		for _, l := range lines {
+			if len(flags) > 0 {
+				l = l[4:] // "[r] "
+			}
+			if len(l) != n || strings.Count(l, l[:1]) != n {
+				t.Fatalf("%v: a line of %d bytes mixes ranks: %q...", flags, len(l), l[:min(len(l), 80)])
+			}
+		}
+	}
+}
