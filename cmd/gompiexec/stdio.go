@@ -28,4 +28,3 @@ func closedStdio() error {
 	}
 	return nil
 }
-
