@@ -47,6 +47,9 @@ func main() {
 		fmt.Printf("gompi-proxy control protocol %d sha256 %s\n", control.Version, selfSum())
 		return
 	}
+	if len(os.Args) == 2 && os.Args[1] == proxy.GuardArg {
+		os.Exit(proxy.GuardMain(os.Stdin))
+	}
 	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {
 		os.Exit(code)
 	}
@@ -72,7 +75,8 @@ func main() {
 		}
 		heartbeat = d
 	}
-	err := proxy.Run(ctx, newStdio(), proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat})
+	guard, _ := os.Executable() // the guard of the ranks' process group is this program
+	err := proxy.Run(ctx, newStdio(), proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard})
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)

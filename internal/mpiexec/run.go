@@ -445,7 +445,13 @@ func (j *job) loop(ctx context.Context) int {
 			case control.MsgError:
 				if ev.msg.Rank >= 0 && ev.msg.Rank < len(j.ranks) {
 					fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", ev.msg.Error)
-					j.rankExited(ev.msg.Rank, 127, 0, ev.msg.Error, ev.msg.At)
+					// 127 as a shell would, unless the proxy chose the
+					// code (255: the host could not start the rank).
+					code := 127
+					if ev.msg.Code != 0 {
+						code = ev.msg.Code
+					}
+					j.rankExited(ev.msg.Rank, code, 0, ev.msg.Error, ev.msg.At)
 				} else {
 					j.internalFailure(fmt.Sprintf("proxy on %s: %s", hs.name, ev.msg.Error))
 				}

@@ -43,12 +43,20 @@ type Config struct {
 	// treats about three unanswered intervals as loss of the launcher
 	// (launcher.HeartbeatEnv). Zero: rely on the transport to report loss.
 	Heartbeat time.Duration
+	// Guard is the gompi-proxy executable, run with GuardArg as the
+	// leader of the ranks' process group, which it kills when the proxy
+	// dies (procs.go). Empty: no guard; the first rank leads the group,
+	// and what ranks start may outlive a proxy that is SIGKILLed.
+	Guard string
 }
 
 type rank struct {
 	spec     control.RankSpec
-	cmd      *exec.Cmd
-	stdin    *os.File // write end of rank 0's stdin pipe
+	pid      int           // 0: did not start
+	exit     <-chan reaped // from the reaper
+	exited   bool          // reaped (p.mu): its pid may be reused
+	stdin    *os.File      // write end of rank 0's stdin pipe
+	outs     []*os.File    // read ends of its stdout and stderr
 	outputWG sync.WaitGroup
 }
 
@@ -60,6 +68,11 @@ type proxy struct {
 	job   *control.Job
 	ranks []*rank
 	pgid  int // process group of all local ranks
+	// guardPipe keeps the group's guard waiting; groupKilled: SIGKILL went
+	// to the group, whose id may be reused once it is empty.
+	guardPipe   *os.File
+	groupKilled bool
+	reaper      *reaper
 
 	up          *uplink
 	tree        *tree
@@ -280,19 +293,33 @@ func (p *proxy) start() error {
 		}
 	}
 	p.topo = topoEnv(p.ctx, p.job.Env)
-	pids := make([]int, 0, len(p.job.Ranks))
-	for _, rs := range p.job.Ranks {
+	p.reaper = newReaper()
+	if p.cfg.Guard != "" {
+		pid, w, err := startGuard(p.cfg.Guard)
+		if err != nil {
+			return err
+		}
+		p.pgid, p.guardPipe = pid, w
+		p.reaper.setGroup(pid)
+	}
+	pids := make([]int, len(p.job.Ranks))
+	for i := range pids {
+		pids[i] = -1
+	}
+	for i, rs := range p.job.Ranks {
 		r, err := p.startRank(rs)
 		if err != nil {
-			// A rank that cannot start is reported like a failed rank so the
-			// launcher names it; exit code 127 as a shell would.
-			p.send(control.Msg{T: control.MsgError, Rank: rs.Rank, Error: err.Error(), At: time.Now().UnixNano()})
+			// The first rank that cannot start ends the start: the
+			// launcher names it, with the limit hit, and ends the job
+			// (exit 255); the ranks started so far are stopped.
+			msg := startFailure(rs.Rank, p.job.Host, i, len(p.job.Ranks), err)
+			p.send(control.Msg{T: control.MsgError, Rank: rs.Rank, Code: startFailedCode, Error: msg, At: time.Now().UnixNano()})
 			p.ranks = append(p.ranks, &rank{spec: rs})
-			pids = append(pids, -1)
-			continue
+			p.killAll(syscall.SIGKILL)
+			break
 		}
 		p.ranks = append(p.ranks, r)
-		pids = append(pids, r.cmd.Process.Pid)
+		pids[i] = r.pid
 	}
 	if err := p.send(control.Msg{T: control.MsgStarted, Pids: pids}); err != nil {
 		// The launcher went away while we were starting (another host
@@ -309,7 +336,7 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	}
 	cmd := exec.Command(app.Argv[0], app.Argv[1:]...)
 	cmd.Dir = app.Wdir
-	r := &rank{spec: rs, cmd: cmd}
+	r := &rank{spec: rs}
 	var closeAfter []*os.File
 	defer func() {
 		for _, f := range closeAfter {
@@ -358,11 +385,18 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		if r.stdin != nil {
 			r.stdin.Close()
 		}
-		return nil, fmt.Errorf("rank %d on %s: %w", rs.Rank, p.job.Host, err)
+		return nil, err
 	}
+	r.pid = cmd.Process.Pid
+	r.exit = p.reaper.register(r.pid)
+	// The reaper waits for it; the handle (a pidfd) would cost a
+	// descriptor per rank.
+	cmd.Process.Release()
 	if p.pgid == 0 {
-		p.pgid = cmd.Process.Pid
+		p.pgid = r.pid
+		p.reaper.setGroup(r.pid)
 	}
+	r.outs = readers
 	for i, rd := range readers {
 		r.outputWG.Add(1)
 		go p.relay(r, byte(i+1), rd)
@@ -392,17 +426,18 @@ func (p *proxy) relay(r *rank, fd byte, f *os.File) {
 func (p *proxy) waitAll() {
 	var wg sync.WaitGroup
 	for _, r := range p.ranks {
-		if r.cmd == nil {
+		if r.pid == 0 {
 			continue
 		}
 		wg.Add(1)
 		go func(r *rank) {
 			defer wg.Done()
-			err := r.cmd.Wait()
-			at := time.Now().UnixNano() // when it ended, not when its report leaves
-			code, sig := exitStatus(r.cmd, err)
+			st := <-r.exit
+			at := st.at // when it ended, not when its report leaves
+			code, sig := statusOf(st.ws)
 			msg := ""
 			p.mu.Lock()
+			r.exited = true
 			if code == 0 && sig == 0 && p.noFinalize[r.spec.Rank] {
 				// Hydra's rule: a rank that spoke PMI but left without
 				// finalize has failed, or the others would wait forever.
@@ -422,12 +457,50 @@ func (p *proxy) waitAll() {
 		}(r)
 	}
 	wg.Wait()
-	for _, r := range p.ranks {
-		if r.cmd != nil {
+	// Every rank has ended: what they started and left in the group goes
+	// too (a detached child holding a rank's stdout would otherwise keep
+	// the job alive), and the guard with it. Then the output of anything
+	// that escaped the group is awaited a bounded time.
+	p.killGroup()
+	allOut := make(chan struct{})
+	go func() {
+		for _, r := range p.ranks {
 			r.outputWG.Wait()
 		}
+		close(allOut)
+	}()
+	select {
+	case <-allOut:
+	case <-time.After(p.cfg.OutputWait):
+		for _, r := range p.ranks {
+			for _, f := range r.outs {
+				f.Close()
+			}
+		}
+		<-allOut
+	}
+	if p.reaper != nil {
+		p.reaper.close()
 	}
 	p.sweepShm()
+}
+
+// killGroup SIGKILLs the ranks' group once, if a guard leads it (else its
+// id may already be another group's).
+func (p *proxy) killGroup() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.guardPipe == nil || p.groupKilled {
+		return
+	}
+	p.groupKilled = true
+	if p.reaper.reapedEarly(p.pgid) {
+		p.log.Warn("the guard of the ranks' process group was killed; what the ranks started may remain")
+		p.guardPipe.Close()
+		return
+	}
+	syscall.Kill(-p.pgid, syscall.SIGKILL)
+	p.guardPipe.Close()
 }
 
 // sweepShm removes the job's shared-memory rendezvous files once every
@@ -450,27 +523,32 @@ func (p *proxy) sweepShm() {
 	}
 }
 
-func exitStatus(cmd *exec.Cmd, err error) (code, sig int) {
-	if cmd.ProcessState == nil {
-		return 1, 0
-	}
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return 0, int(ws.Signal())
-	}
-	return cmd.ProcessState.ExitCode(), 0
-}
-
 func (p *proxy) signal(sig syscall.Signal) {
-	if p.pgid > 0 {
-		syscall.Kill(-p.pgid, sig)
-	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signalLocked(sig)
 }
 
+func (p *proxy) signalLocked(sig syscall.Signal) {
+	if p.pgid <= 0 || p.groupKilled {
+		return
+	}
+	if sig == syscall.SIGKILL && p.guardPipe != nil {
+		p.groupKilled = true
+		defer p.guardPipe.Close()
+	}
+	syscall.Kill(-p.pgid, sig)
+}
+
+// killAll signals the group and every rank not reaped yet (one that left
+// the group too).
 func (p *proxy) killAll(sig syscall.Signal) {
-	p.signal(sig)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.signalLocked(sig)
 	for _, r := range p.ranks {
-		if r.cmd != nil && r.cmd.Process != nil {
-			r.cmd.Process.Signal(sig)
+		if r.pid > 0 && !r.exited {
+			syscall.Kill(r.pid, sig)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/control"
+	"github.com/gompi/gompi/internal/testkit"
 )
 
 func TestUsageMistakesNamed(t *testing.T) {
@@ -273,4 +274,104 @@ func TestLongLinesStayWhole(t *testing.T) {
 			}
 		}
 	}
+}
+
+// markedNamed lists the job's processes whose command name is comm.
+func (j *job) markedNamed(comm string) []int {
+	var out []int
+	for _, p := range testkit.MarkedProcs(j.Marker) {
+		if pr, err := testkit.ReadProc(p); err == nil && pr.Comm == comm {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// What ranks start (a wrapper script's program, forked helpers) goes with
+// them, whichever of gompiexec and proxy is SIGKILLed.
+func TestRankChildrenGoWhenLauncherOrProxyKilled(t *testing.T) {
+	for _, victim := range []string{"gompi-proxy", "gompiexec"} {
+		t.Run(victim, func(t *testing.T) {
+			j := newJob(t, "", "-n", "2", "/bin/sh", "-c", "sleep 300 & sleep 301; echo never")
+			j.startJob()
+			for deadline := time.Now().Add(20 * time.Second); len(j.markedNamed("sleep")) < 4; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("ranks' children never started: %v", j.markedNamed("sleep"))
+				}
+			}
+			pid := j.Cmd.Process.Pid
+			if victim == "gompi-proxy" {
+				ps := childrenNamed(j.Cmd.Process.Pid, "gompi-proxy")
+				if len(ps) != 1 {
+					t.Fatalf("proxies %v", ps)
+				}
+				pid = ps[0]
+			}
+			syscall.Kill(pid, syscall.SIGKILL)
+			j.wait(20 * time.Second)
+			j.assertNoLeftovers(5 * time.Second)
+		})
+	}
+}
+
+// A rank that exits while a detached child still holds its stdout does
+// not keep the job alive; the child is ended with the job.
+func TestDetachedChildDoesNotHoldJob(t *testing.T) {
+	j := newJob(t, "", "-n", "1", "/bin/sh", "-c", "sleep 60 & echo started")
+	j.startJob()
+	r := j.wait(30 * time.Second) // well before the child's 60 s
+	if r.Code != 0 || r.Stdout != "started\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.Code, r.Stdout, r.Stderr)
+	}
+	j.assertNoLeftovers(5 * time.Second)
+}
+
+// The proxy holds no OS thread per rank: its thread count does not grow
+// with the ranks it runs.
+func TestProxyThreadsDoNotGrowWithRanks(t *testing.T) {
+	const n = 300
+	j := newJob(t, "", "-n", fmt.Sprint(n), "/bin/sh", "-c", "exec sleep 60")
+	j.startJob()
+	for deadline := time.Now().Add(60 * time.Second); len(j.markedNamed("sleep")) < n; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d ranks started", len(j.markedNamed("sleep")), n)
+		}
+	}
+	ps := childrenNamed(j.Cmd.Process.Pid, "gompi-proxy")
+	if len(ps) != 1 {
+		t.Fatalf("proxies %v", ps)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", ps[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var threads int
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			fmt.Sscan(v, &threads)
+		}
+	}
+	if threads == 0 || threads > 40 {
+		t.Fatalf("gompi-proxy runs %d threads for %d ranks", threads, n)
+	}
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGTERM)
+	j.wait(30 * time.Second)
+	j.assertNoLeftovers(5 * time.Second)
+}
+
+// A count the host cannot start stops at the first failure with one
+// message naming the rank, the host and the limit; what started is torn
+// down and gompiexec exits 255. The limit here is the open files one.
+func TestStartFailureStopsAtFirst(t *testing.T) {
+	j := newJob(t, "", "-n", "1000", "/bin/sh", "-c", "exec sleep 60")
+	j.Cmd.Path = "/bin/sh"
+	j.Cmd.Args = append([]string{"sh", "-c", `ulimit -n 300 && exec "$0" "$@"`, bin("gompiexec")}, j.Cmd.Args[1:]...)
+	j.startJob()
+	r := j.wait(60 * time.Second)
+	if r.Code != 255 || strings.Count(r.Stderr, "gompiexec: rank") != 1 ||
+		!strings.Contains(r.Stderr, "could not start") || !strings.Contains(r.Stderr, "on localhost") ||
+		!strings.Contains(r.Stderr, "RLIMIT_NOFILE 300") {
+		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
+	}
+	j.assertNoLeftovers(5 * time.Second)
 }

@@ -1,0 +1,246 @@
+package proxy
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Every local rank runs in one process group, and so does everything a rank
+// starts unless it leaves the group (setsid, setpgid). The group's leader
+// is a guard: a child of the proxy (gompi-proxy -guard) that ignores the
+// signals the proxy forwards to the group and waits for its stdin, a pipe
+// from the proxy, to end. That happens when the proxy exits for any
+// reason, SIGKILL included (and the proxy is SIGKILLed with gompiexec by
+// the fork launcher's Pdeathsig); the guard then SIGKILLs the group, itself
+// included. So a rank's children die whichever of gompiexec, proxy or rank
+// dies first. Because the guard leads the group until the group is killed,
+// the group's id cannot be recycled while the proxy may still signal it.
+//
+// Ranks are reaped by one goroutine (wait4 on the group, prompted by
+// SIGCHLD), not one blocked thread per rank, so a host can run as many
+// ranks as its process and file limits allow.
+
+// GuardArg is the argument that makes gompi-proxy run GuardMain.
+const GuardArg = "-guard"
+
+// GuardName is the guard's process name (comm), so that it is not taken
+// for a proxy by ps or pgrep.
+const GuardName = "gompi-guard"
+
+// GuardMain is the guard process: it returns only by being killed.
+func GuardMain(stdin io.Reader) int {
+	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&append([]byte(GuardName), 0)[0])), 0, 0, 0)
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2,
+		syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	io.Copy(io.Discard, stdin)
+	// The proxy is gone: its ranks' group goes, this process with it.
+	syscall.Kill(0, syscall.SIGKILL)
+	return 1
+}
+
+// startGuard starts the guard as the leader of a new process group and
+// returns its pid (the group id) and the pipe that keeps it waiting.
+func startGuard(path string) (int, *os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return 0, nil, err
+	}
+	cmd := exec.Command(path, GuardArg)
+	cmd.Stdin = r // stdout and stderr: /dev/null, so it never holds the session
+	// No Pdeathsig: it must outlive the proxy to do its job.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	r.Close()
+	if err != nil {
+		w.Close()
+		return 0, nil, fmt.Errorf("start guard: %w", err)
+	}
+	pid := cmd.Process.Pid
+	cmd.Process.Release() // reaped by the reaper (it is in the group)
+	return pid, w, nil
+}
+
+// reaper waits for the ranks.
+type reaper struct {
+	mu      sync.Mutex
+	pgid    int
+	waiting map[int]chan reaped
+	early   map[int]reaped // reaped before registered
+	stop    chan struct{}
+	once    sync.Once
+}
+
+func newReaper() *reaper {
+	r := &reaper{waiting: map[int]chan reaped{}, early: map[int]reaped{}, stop: make(chan struct{})}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	go func() {
+		defer signal.Stop(sigs)
+		// A rank that left the group is not seen by wait4 on the group:
+		// look for each rank now and then.
+		scan := time.NewTicker(time.Second)
+		defer scan.Stop()
+		for {
+			select {
+			case <-sigs:
+				r.reapGroup()
+			case <-scan.C:
+				r.reapGroup()
+				r.reapEach()
+			case <-r.stop:
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *reaper) close() { r.once.Do(func() { close(r.stop) }) }
+
+func (r *reaper) setGroup(pgid int) {
+	r.mu.Lock()
+	r.pgid = pgid
+	r.mu.Unlock()
+}
+
+// reaped is a child's status and when it was collected.
+type reaped struct {
+	ws unix.WaitStatus
+	at int64 // Unix nanoseconds
+}
+
+// register returns the channel that receives pid's status.
+func (r *reaper) register(pid int) <-chan reaped {
+	ch := make(chan reaped, 1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if st, ok := r.early[pid]; ok {
+		delete(r.early, pid)
+		ch <- st
+		return ch
+	}
+	r.waiting[pid] = ch
+	return ch
+}
+
+func (r *reaper) deliver(pid int, ws unix.WaitStatus) {
+	if !ws.Exited() && !ws.Signaled() {
+		return // stopped or continued
+	}
+	st := reaped{ws, time.Now().UnixNano()}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if ch, ok := r.waiting[pid]; ok {
+		delete(r.waiting, pid)
+		ch <- st
+		return
+	}
+	r.early[pid] = st // the guard, or a rank not registered yet
+}
+
+// reapedEarly reports whether pid was reaped without being registered (the
+// guard: when it is gone, the group's id may be reused once the group is
+// empty, so it is no longer signalled).
+func (r *reaper) reapedEarly(pid int) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.early[pid]
+	return ok
+}
+
+func (r *reaper) reapGroup() {
+	r.mu.Lock()
+	pgid := r.pgid
+	r.mu.Unlock()
+	if pgid <= 0 {
+		return
+	}
+	for {
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(-pgid, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if pid <= 0 || err != nil {
+			return
+		}
+		r.deliver(pid, ws)
+	}
+}
+
+func (r *reaper) reapEach() {
+	r.mu.Lock()
+	pids := make([]int, 0, len(r.waiting))
+	for pid := range r.waiting {
+		pids = append(pids, pid)
+	}
+	r.mu.Unlock()
+	for _, pid := range pids {
+		var ws unix.WaitStatus
+		if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+			r.deliver(pid, ws)
+		}
+	}
+}
+
+// statusOf is a rank's exit code, or the signal that killed it.
+func statusOf(ws unix.WaitStatus) (code, sig int) {
+	if ws.Signaled() {
+		return 0, int(ws.Signal())
+	}
+	return ws.ExitStatus(), 0
+}
+
+// startFailure explains why a rank could not start, naming the limit that
+// stopped it when the error is one of the resource errors.
+func startFailure(rank int, host string, started, total int, err error) string {
+	limit := ""
+	var rl unix.Rlimit
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		nproc := "?"
+		if unix.Getrlimit(unix.RLIMIT_NPROC, &rl) == nil {
+			nproc = fmt.Sprint(rl.Cur)
+		}
+		limit = fmt.Sprintf("the process limit (RLIMIT_NPROC %s for uid %d, kernel.pid_max %s, kernel.threads-max %s, or the cgroup's pids.max)",
+			nproc, os.Getuid(), sysctl("kernel/pid_max"), sysctl("kernel/threads-max"))
+	case errors.Is(err, syscall.EMFILE):
+		nofile := "?"
+		if unix.Getrlimit(unix.RLIMIT_NOFILE, &rl) == nil {
+			nofile = fmt.Sprint(rl.Cur)
+		}
+		limit = fmt.Sprintf("the open files limit of gompi-proxy (RLIMIT_NOFILE %s; each running rank holds 3 descriptors)", nofile)
+	case errors.Is(err, syscall.ENFILE):
+		limit = "the system's open files limit (fs.file-max " + sysctl("fs/file-max") + ")"
+	case errors.Is(err, syscall.ENOMEM):
+		limit = "memory"
+	}
+	msg := fmt.Sprintf("rank %d on %s could not start: %v", rank, host, err)
+	if limit != "" {
+		msg += "; limit hit: " + limit
+	}
+	return msg + fmt.Sprintf("; %d of %d ranks had started on %s and are stopped", started, total, host)
+}
+
+func sysctl(name string) string {
+	b, err := os.ReadFile("/proc/sys/" + name)
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// startFailedCode is the code of the error message for a rank that could
+// not start: the launcher exits with it (mpiexec.ExitInternal).
+const startFailedCode = 255
