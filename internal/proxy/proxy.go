@@ -73,6 +73,7 @@ type proxy struct {
 	guardPipe   *os.File
 	groupKilled bool
 	reaper      *reaper
+	sweptDead   chan struct{} // closed when sweepDeadShm is done
 
 	up          *uplink
 	tree        *tree
@@ -293,6 +294,8 @@ func (p *proxy) start() error {
 		}
 	}
 	p.topo = topoEnv(p.ctx, p.job.Env)
+	p.sweptDead = make(chan struct{})
+	go func() { p.sweepDeadShm(); close(p.sweptDead) }()
 	p.reaper = newReaper()
 	if p.cfg.Guard != "" {
 		pid, w, err := startGuard(p.cfg.Guard)
@@ -482,6 +485,9 @@ func (p *proxy) waitAll() {
 	if p.reaper != nil {
 		p.reaper.close()
 	}
+	if p.sweptDead != nil {
+		<-p.sweptDead
+	}
 	p.sweepShm()
 }
 
@@ -503,10 +509,9 @@ func (p *proxy) killGroup() {
 	p.guardPipe.Close()
 }
 
-// sweepShm removes the job's shared-memory rendezvous files once every
-// local rank has exited. The runtime unlinks each file as soon as both
-// ranks mapped it, so only a rank killed while connecting leaves one.
-func (p *proxy) sweepShm() {
+// shmDirs are the directories where the job's ranks may put
+// shared-memory rendezvous files.
+func (p *proxy) shmDirs() []string {
 	dirs := []string{shm.DefaultDir()}
 	if d := os.Getenv("GOMPI_SHM_DIR"); d != "" {
 		dirs = append(dirs, d)
@@ -516,9 +521,27 @@ func (p *proxy) sweepShm() {
 			dirs = append(dirs, d)
 		}
 	}
-	for _, d := range dirs {
+	return dirs
+}
+
+// sweepShm removes the job's shared-memory rendezvous files once every
+// local rank has exited. The runtime unlinks each file as soon as both
+// ranks mapped it, so only a rank killed while connecting leaves one.
+func (p *proxy) sweepShm() {
+	for _, d := range p.shmDirs() {
 		if n, err := shm.SweepJob(d, p.job.JobID); n > 0 || (err != nil && !errors.Is(err, os.ErrNotExist)) {
 			p.log.Debug("swept shared-memory files", "dir", d, "removed", n, "err", err)
+		}
+	}
+}
+
+// sweepDeadShm removes, when a job starts, the rendezvous files of any job
+// of this user whose creator is gone: a job whose proxy was SIGKILLed
+// could not sweep its own (shm.SweepDead).
+func (p *proxy) sweepDeadShm() {
+	for _, d := range p.shmDirs() {
+		if n, err := shm.SweepDead(d, time.Minute); n > 0 || (err != nil && !errors.Is(err, os.ErrNotExist)) {
+			p.log.Debug("swept dead jobs' shared-memory files", "dir", d, "removed", n, "err", err)
 		}
 	}
 }

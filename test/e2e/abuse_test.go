@@ -375,3 +375,42 @@ func TestStartFailureStopsAtFirst(t *testing.T) {
 	}
 	j.assertNoLeftovers(5 * time.Second)
 }
+
+// Shared-memory rendezvous files left by a job whose ranks were killed
+// during connection set-up are swept when the next job starts; a live
+// job's file is not touched.
+func TestDeadJobsShmSweptAtNextJob(t *testing.T) {
+	dir := t.TempDir()
+	start := func(job string) (*exec.Cmd, string) {
+		cmd := exec.Command(bin("rankprog"), "shmcreate", dir, job)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		path := filepath.Join(dir, "gompi-"+job+"-0-1")
+		// Wait for the creator's pid in the header (docs/shm.md: offset 24).
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if b, err := os.ReadFile(path); err == nil && len(b) > 28 && (b[24]|b[25]|b[26]|b[27]) != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s never appeared", path)
+			}
+		}
+		return cmd, path
+	}
+	deadCmd, dead := start("deadjob.k1")
+	_, live := start("livejob.k2")
+	deadCmd.Process.Kill()
+	deadCmd.Wait()
+	r := runJob(t, "", "-genv", "GOMPI_SHM_DIR", dir, "-n", "1", "/bin/true")
+	if r.Code != 0 {
+		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(dead); err == nil {
+		t.Error("the dead job's segment was not swept")
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("the live job's segment was removed: %v", err)
+	}
+}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gompi/gompi/internal/shm"
 )
 
 func main() {
@@ -83,6 +86,10 @@ func main() {
 		for s := range c {
 			fmt.Printf("rank %s got %v\n", rank, s)
 		}
+	case "shmcreate":
+		// Creates a shared-memory rendezvous file in args[1] for job
+		// args[2] as rank 0 and waits for a peer that never comes.
+		shm.Connect(context.Background(), args[2], 0, 1, &shm.Options{Dir: args[1], Poll: time.Hour})
 	case "ignoreterm":
 		signal.Ignore(syscall.SIGTERM)
 		fmt.Printf("rank %s ready\n", rank)
