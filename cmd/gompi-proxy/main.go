@@ -47,8 +47,8 @@ func main() {
 		fmt.Printf("gompi-proxy control protocol %d sha256 %s\n", control.Version, selfSum())
 		return
 	}
-	if len(os.Args) == 2 && os.Args[1] == proxy.GuardArg {
-		os.Exit(proxy.GuardMain(os.Stdin))
+	if len(os.Args) > 1 && os.Args[1] == proxy.GuardArg {
+		os.Exit(proxy.GuardMain(os.Stdin, os.Args[2:]))
 	}
 	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {
 		os.Exit(code)

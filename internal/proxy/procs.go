@@ -7,12 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 	"unsafe"
 
+	"github.com/gompi/gompi/internal/shm"
 	"golang.org/x/sys/unix"
 )
 
@@ -38,25 +40,74 @@ const GuardArg = "-guard"
 // for a proxy by ps or pgrep.
 const GuardName = "gompi-guard"
 
-// GuardMain is the guard process: it returns only by being killed.
-func GuardMain(stdin io.Reader) int {
+// GuardMain is the guard process; args are the job id and the directories
+// of its shared-memory rendezvous files. It returns only by being killed.
+func GuardMain(stdin io.Reader, args []string) int {
 	unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&append([]byte(GuardName), 0)[0])), 0, 0, 0)
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2,
 		syscall.SIGPIPE, syscall.SIGQUIT, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
 	io.Copy(io.Discard, stdin)
-	// The proxy is gone: its ranks' group goes, this process with it.
+	// The proxy is gone and cannot sweep the job's segments: kill the
+	// group but this process, wait until none of it can run, sweep,
+	// then go with the rest.
+	me := os.Getpid()
+	for round := 0; round < 200; round++ {
+		live := groupMembers(me)
+		if len(live) == 0 {
+			break
+		}
+		for _, pid := range live {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if len(args) > 0 {
+		for _, d := range args[1:] {
+			shm.SweepJob(d, args[0])
+		}
+	}
 	syscall.Kill(0, syscall.SIGKILL)
 	return 1
 }
 
+// groupMembers lists the processes of pgid other than itself that may
+// still run (zombies cannot).
+func groupMembers(pgid int) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		if g, err := strconv.Atoi(f[2]); err == nil && g == pgid {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
 // startGuard starts the guard as the leader of a new process group and
 // returns its pid (the group id) and the pipe that keeps it waiting.
-func startGuard(path string) (int, *os.File, error) {
+func startGuard(path, jobID string, shmDirs []string) (int, *os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(path, GuardArg)
+	cmd := exec.Command(path, append([]string{GuardArg, jobID}, shmDirs...)...)
 	cmd.Stdin = r // stdout and stderr: /dev/null, so it never holds the session
 	// No Pdeathsig: it must outlive the proxy to do its job.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -298,7 +298,7 @@ func (p *proxy) start() error {
 	go func() { p.sweepDeadShm(); close(p.sweptDead) }()
 	p.reaper = newReaper()
 	if p.cfg.Guard != "" {
-		pid, w, err := startGuard(p.cfg.Guard)
+		pid, w, err := startGuard(p.cfg.Guard, p.job.JobID, p.shmDirs())
 		if err != nil {
 			return err
 		}
@@ -501,8 +501,12 @@ func (p *proxy) killGroup() {
 	}
 	p.groupKilled = true
 	if p.reaper.reapedEarly(p.pgid) {
-		p.log.Warn("the guard of the ranks' process group was killed; what the ranks started may remain")
+		// Someone killed the guard: the group's id is safe to signal only
+		// while the group has members (an empty group's id may be reused).
 		p.guardPipe.Close()
+		if len(groupMembers(p.pgid)) > 0 {
+			syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
 		return
 	}
 	syscall.Kill(-p.pgid, syscall.SIGKILL)
