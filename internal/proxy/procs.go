@@ -145,7 +145,11 @@ func newReaper() *reaper {
 		for {
 			select {
 			case <-sigs:
-				r.reapGroup()
+				if !r.reapGroup() {
+					// Not a child of the group: a rank that left it, or
+					// ranks led by the first rank before it was known.
+					r.reapEach()
+				}
 			case <-scan.C:
 				r.reapGroup()
 				r.reapEach()
@@ -182,6 +186,14 @@ func (r *reaper) register(pid int) <-chan reaped {
 		return ch
 	}
 	r.waiting[pid] = ch
+	r.mu.Unlock()
+	// It may have ended before it could be found by wait4 on the group
+	// (no group yet) and its SIGCHLD been handled already.
+	var ws unix.WaitStatus
+	if got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil); err == nil && got == pid {
+		r.deliver(pid, ws)
+	}
+	r.mu.Lock()
 	return ch
 }
 
@@ -210,13 +222,16 @@ func (r *reaper) reapedEarly(pid int) bool {
 	return ok
 }
 
-func (r *reaper) reapGroup() {
+// reapGroup reaps the group's children that ended; it reports whether it
+// found any.
+func (r *reaper) reapGroup() bool {
 	r.mu.Lock()
 	pgid := r.pgid
 	r.mu.Unlock()
 	if pgid <= 0 {
-		return
+		return false
 	}
+	found := false
 	for {
 		var ws unix.WaitStatus
 		pid, err := unix.Wait4(-pgid, &ws, unix.WNOHANG, nil)
@@ -224,8 +239,9 @@ func (r *reaper) reapGroup() {
 			continue
 		}
 		if pid <= 0 || err != nil {
-			return
+			return found
 		}
+		found = true
 		r.deliver(pid, ws)
 	}
 }
