@@ -153,6 +153,9 @@ func TestFaultInjection(t *testing.T) {
 			// loss is another proxy's job to report.
 			argv = append([]string{"-launcher", "fork", "-hosts", "nodeA,nodeB"}, argv...)
 		}
+		if i%8 == 4 || i%8 == 5 {
+			argv = append([]string{"-pmi-port"}, argv...) // a listener in the proxy too
+		}
 		specs = append(specs, spec{argv, i % 4, time.Duration(rand.IntN(800)) * time.Millisecond})
 	}
 	// Four jobs at a time: the whole run stays within about two minutes
