@@ -13,7 +13,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/manpage"
 	"github.com/gompi/gompi/internal/persist"
 	"github.com/gompi/gompi/internal/proxy"
 )
@@ -39,11 +41,14 @@ func (s stdio) Close() error {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+		os.Exit(writeMan(os.Args[2]))
+	}
 	if len(os.Args) > 1 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
 		// The build identity is the executable's sha256: the same value the
 		// ssh launcher's probe computes with sha256sum and names uploaded
 		// copies by (docs/ssh.md).
-		fmt.Printf("gompi-proxy control protocol 1 sha256 %s\n", selfSum())
+		fmt.Printf("%s control protocol 1 sha256 %s\n", buildinfo.String("gompi-proxy"), selfSum())
 		return
 	}
 	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {

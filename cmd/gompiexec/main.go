@@ -17,13 +17,12 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/manpage"
 	"github.com/gompi/gompi/internal/mpiexec"
 	"github.com/spf13/cobra"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
 
 const helpText = `gompiexec runs an MPI job: it places ranks on hosts, starts one gompi-proxy
 per host, forwards stdio and signals, and tears the job down when a rank fails.
@@ -92,6 +91,9 @@ Shell completion: gompiexec completion bash|zsh|fish
 `
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+		os.Exit(writeMan(os.Args[2]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -100,7 +102,7 @@ func newRoot(code *int) *cobra.Command {
 		Use:                "gompiexec [options] program [args] [: ...]",
 		Short:              "Run an MPI job",
 		Long:               helpText,
-		Version:            version,
+		Version:            buildinfo.Version(),
 		DisableFlagParsing: true, // Hydra's grammar (-genv K V, ':' segments) is not pflag's
 		SilenceUsage:       true,
 		SilenceErrors:      true,
@@ -162,7 +164,7 @@ func runJob(args []string) (int, error) {
 		return 0, nil
 	}
 	if o.version {
-		fmt.Printf("gompiexec version %s\n", version)
+		fmt.Println(buildinfo.String("gompiexec"))
 		return 0, nil
 	}
 	cfg, err := buildConfig(o)
