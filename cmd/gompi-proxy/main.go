@@ -76,7 +76,12 @@ func main() {
 		}
 		heartbeat = d
 	}
-	err := proxy.Run(ctx, newStdio(), proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat})
+	stream, err := sessionStream(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gompi-proxy: %v\n", err)
+		os.Exit(1)
+	}
+	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat})
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)

@@ -55,8 +55,9 @@ Global options:
   -genvnone                 pass none of it (ranks get PATH, HOME, USER, ... only)
   -genvlist A,B             pass only these variables
   -l, -prepend-rank         prefix every output line with [rank]
-  -launcher fork|ssh|rsh    how proxies are started (default: fork for this host,
-                            the built-in SSH client for other hosts)
+  -launcher fork|ssh|rsh|slurm  how proxies are started (default: slurm inside a
+                            Slurm allocation; else fork for this host, the built-in
+                            SSH client for other hosts); also -bootstrap
   -launcher-exec PATH       rsh-style agent: runs "PATH host command..." (-launcher-exec ssh
                             uses OpenSSH's client in batch mode instead of the built-in one)
   -proxy-path PATH          gompi-proxy on every host (default: next to gompiexec)
@@ -175,6 +176,7 @@ func runJob(args []string) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	cfg.Signals = sigs
+	defer closeSlurm()
 	return mpiexec.Run(ctx, *cfg)
 }
 
@@ -352,6 +354,9 @@ func proxyPath(flag string) (string, error) {
 // agent from -launcher-exec, or the built-in SSH client.
 func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
 	var remote func() launcher.Backend
+	if useSlurm(o) {
+		return slurmBackend(log)
+	}
 	switch {
 	case o.launcher == "fork":
 		return func(hostfile.Host) launcher.Backend { return launcher.Fork{} }, nil
