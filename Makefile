@@ -9,7 +9,7 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS     := -X github.com/gompi/gompi/internal/buildinfo.version=$(VERSION) -X github.com/gompi/gompi/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: install uninstall
+.PHONY: install uninstall bench-slurm
 .PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
 
 all: build
@@ -74,6 +74,11 @@ bench: setup build
 # Launch over SSH on a 3-host network-namespace cluster (test/cluster; root only).
 bench-ssh: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -ssh
+
+# -n 24 /bin/true inside one allocation of a real Slurm on a 3-node namespace cluster:
+# gompiexec -launcher slurm vs ssh, mpiexec.hydra -bootstrap slurm and bare srun (root only).
+bench-slurm: setup build
+	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -slurm -reps $${REPS:-11}
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
