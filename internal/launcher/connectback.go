@@ -32,6 +32,10 @@ const (
 	cbStatusBad = 1 // authenticated, but no proxy is expected for this host
 )
 
+// ConnectLiveness bounds how long either end of a connect-back connection
+// takes to notice that the other's host is gone (setLiveness).
+const ConnectLiveness = 8 * time.Second
+
 // ErrConnectAuth is a connect-back peer that could not prove the secret.
 var ErrConnectAuth = errors.New("connect-back: peer failed authentication")
 
@@ -182,11 +186,7 @@ func DialConnectBack(ctx context.Context, addrs []string, secret []byte, name st
 		conn, err := d.DialContext(ctx, "tcp", a)
 		if err == nil {
 			if err = ProveConnectBack(conn, secret, name, timeout); err == nil {
-				if tc, ok := conn.(*net.TCPConn); ok {
-					tc.SetNoDelay(true)
-					tc.SetKeepAlive(true)
-					tc.SetKeepAlivePeriod(5 * time.Second)
-				}
+				setLiveness(conn, ConnectLiveness)
 				return conn, nil
 			}
 			conn.Close()

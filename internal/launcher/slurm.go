@@ -166,6 +166,7 @@ func (s *Slurm) acceptLoop() {
 				return
 			}
 			s.cfg.Log.Debug("slurm launcher: proxy connected", "host", name, "from", conn.RemoteAddr())
+			setLiveness(conn, ConnectLiveness)
 			ch <- conn
 		}()
 	}
@@ -235,7 +236,7 @@ func (s *Slurm) startSrun(spec Spec) error {
 	// only, which forwards it to the ranks). SIGTERM when gompiexec dies,
 	// even by SIGKILL: srun then cancels the step on every node.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
-	s.cfg.Log.Debug("slurm launcher: starting step", "argv", strings.Join(argv, " "))
+	s.cfg.Log.Debug("slurm launcher: starting step", "listen", s.ln.Addr().String(), "argv", strings.Join(argv, " "))
 	if err := StartLocked(cmd); err != nil {
 		return fmt.Errorf("start %s: %w", s.cfg.Srun, err)
 	}

@@ -2,9 +2,12 @@ package cluster_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -334,4 +337,66 @@ func TestGoRanksUnderSrun(t *testing.T) {
 	if err := c.WaitNoLeftovers(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSlurmIntruder: connections to gompiexec's connect-back port that
+// cannot prove the job's secret (garbage; a would-be proxy of n1 with a
+// wrong secret) are dropped, and the job goes on to exit 0.
+func TestSlurmIntruder(t *testing.T) {
+	c, s := slurmSetup(t)
+	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=1"}, "-v", bin("nodeprog"), "sleep", "3s")
+	j.waitReady(3)
+	m := regexp.MustCompile(`listen=\S*:(\d+)`).FindStringSubmatch(j.Stderr.String())
+	if m == nil {
+		t.Fatalf("no listen address under -v:\n%s", j.Stderr.String())
+	}
+	addr := net.JoinHostPort(c.RootAddr, m[1])
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+	conn.Close()
+	conn, err = net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = launcher.ProveConnectBack(conn, bytes.Repeat([]byte{1}, 32), c.Hosts[0].Name, 5*time.Second)
+	conn.Close()
+	if !errors.Is(err, launcher.ErrConnectAuth) {
+		t.Fatalf("wrong secret: %v, want %v", err, launcher.ErrConnectAuth)
+	}
+	r := j.wait(60 * time.Second)
+	if r.Code != 0 {
+		t.Fatalf("exit %d after intruders\nstderr:\n%s", r.Code, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "dropped a connection") {
+		t.Errorf("-v does not log the dropped connections:\n%s", r.Stderr)
+	}
+	j.assertNoLeftovers(10 * time.Second)
+}
+
+// TestSlurmNodeLost: n3's link is cut mid-job (no packet passes, nobody is
+// told): the proxies' heartbeat ends the job naming n3, and once the link
+// is back every node, n3 included, is clean.
+func TestSlurmNodeLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for heartbeat timeouts")
+	}
+	c, s := slurmSetup(t)
+	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=2"}, bin("nodeprog"), "sleep", "300s")
+	runningInStep(t, c, j, 2)
+	victim := c.Hosts[2]
+	if err := victim.CutLink(); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now()
+	r := j.wait(60 * time.Second)
+	took := time.Since(at)
+	victim.RestoreLink()
+	t.Logf("job ended %s after the cut, exit %d", took.Round(time.Millisecond), r.Code)
+	if r.Code == 0 || !strings.Contains(r.Stderr, victim.Name) {
+		t.Fatalf("exit %d, want non-zero naming %s; stderr:\n%s", r.Code, victim.Name, r.Stderr)
+	}
+	j.assertNoLeftovers(30 * time.Second)
 }
