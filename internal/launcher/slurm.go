@@ -100,14 +100,20 @@ func NewSlurm(cfg SlurmConfig) (*Slurm, error) {
 	}
 	s := &Slurm{cfg: cfg, secret: secret, ln: ln, waiting: map[string]chan net.Conn{}, srunDone: make(chan struct{})}
 	if len(s.cfg.Advertise) == 0 {
-		s.cfg.Advertise = advertise(ln.Addr().(*net.TCPAddr).Port)
+		a := ln.Addr().(*net.TCPAddr)
+		if a.IP.IsUnspecified() {
+			s.cfg.Advertise = advertise(a.Port)
+		} else {
+			s.cfg.Advertise = []string{a.String()}
+		}
 	}
 	go s.acceptLoop()
 	return s, nil
 }
 
 // advertise lists ":port" (the srun node's address, as Slurm tells each
-// task) and every non-loopback address of this host with port.
+// task), every non-loopback address of this host with port, and last the
+// loopback address (an allocation of this one node).
 func advertise(port int) []string {
 	p := strconv.Itoa(port)
 	out := []string{":" + p}
@@ -119,7 +125,7 @@ func advertise(port int) []string {
 		}
 		out = append(out, net.JoinHostPort(ipn.IP.String(), p))
 	}
-	return out
+	return append(out, net.JoinHostPort("127.0.0.1", p))
 }
 
 // Name implements Backend.
@@ -271,10 +277,13 @@ func (s *Slurm) procClosed() {
 	s.open--
 	last := s.open == 0
 	s.mu.Unlock()
-	if !last {
-		return
+	if last {
+		s.ln.Close()
+		go s.reapSrun()
 	}
-	s.ln.Close()
+}
+
+func (s *Slurm) reapSrun() {
 	if s.srun == nil {
 		return
 	}
@@ -312,7 +321,7 @@ func (p *slurmProc) Close() error {
 	p.closeOnce.Do(func() {
 		p.Conn.Close()
 		close(ch)
-		go p.s.procClosed()
+		p.s.procClosed()
 	})
 	return nil
 }
