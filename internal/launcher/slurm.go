@@ -287,6 +287,10 @@ func (s *Slurm) reapSrun() {
 	if s.srun == nil {
 		return
 	}
+	start := time.Now()
+	defer func() {
+		s.cfg.Log.Debug("slurm launcher: step ended", "after_last_close", time.Since(start), "srun", s.srunErr)
+	}()
 	select {
 	case <-s.srunDone:
 	case <-time.After(5 * time.Second):

@@ -62,10 +62,17 @@ func TestMakeInstall(t *testing.T) {
 		t.FailNow()
 	}
 	// -version names version and the commit make saw.
-	commit := strings.TrimSpace(run(t, nil, "git", "-C", root, "rev-parse", "HEAD"))
+	// (Outside a git checkout make records "unknown".)
+	commit := "unknown"
+	if out, err := exec.Command("git", "-C", root, "rev-parse", "HEAD").Output(); err == nil {
+		commit = strings.TrimSpace(string(out))
+	}
 	v := run(t, nil, filepath.Join(p, "bin/gompiexec"), "-version")
 	if !strings.HasPrefix(v, "gompiexec version ") || !strings.Contains(v, "commit "+commit) {
 		t.Errorf("gompiexec -version = %q, want version and commit %s", v, commit)
+	}
+	if v := run(t, nil, filepath.Join(p, "bin/gompi-proxy"), "-version"); !strings.Contains(v, "commit "+commit) {
+		t.Errorf("gompi-proxy -version = %q", v)
 	}
 	// Run from the prefix, with a PATH that has no gompi-proxy: found beside gompiexec.
 	env := []string{"PATH=/usr/bin:/bin", "GOMPI_PROXY="}
