@@ -82,6 +82,10 @@ func main() {
 		os.Exit(1)
 	}
 	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat})
+	if errors.Is(err, context.Canceled) {
+		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.
+		err = errors.New("gompi-proxy: terminated by a signal; this host's ranks were killed")
+	}
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)

@@ -234,6 +234,12 @@ func TestSlurmScancel(t *testing.T) {
 	}
 	r := j.wait(30 * time.Second)
 	t.Logf("after scancel: exit %d, stderr:\n%s", r.Code, r.Stderr)
+	if r.Code == 0 {
+		t.Errorf("salloc/gompiexec exit 0 after scancel")
+	}
+	if strings.Contains(r.Stderr, "context canceled") {
+		t.Errorf("a proxy reported scancel as %q", "context canceled")
+	}
 	j.assertNoLeftovers(15 * time.Second)
 }
 
@@ -399,4 +405,52 @@ func TestSlurmNodeLost(t *testing.T) {
 		t.Fatalf("exit %d, want non-zero naming %s; stderr:\n%s", r.Code, victim.Name, r.Stderr)
 	}
 	j.assertNoLeftovers(30 * time.Second)
+}
+
+// TestSlurmStdinAndSignals: stdin reaches rank 0 and SIGINT reaches every
+// rank through connect-back sessions, as over SSH.
+func TestSlurmStdinAndSignals(t *testing.T) {
+	c, s := slurmSetup(t)
+	data := strings.Repeat("0123456789abcdef", 4096) // 64 KiB
+	marker := testkit.NewMarker("gompi-slurm-test")
+	j := &job{Job: testkit.NewJob(marker, data, "salloc", append([]string{"--quiet", "-J", marker, "-N", "2", "--ntasks-per-node=1"},
+		gompiexecArgs(&job{Job: &testkit.Job{Marker: marker}}, bin("nodeprog"), "cat")...)...), t: t, c: c}
+	j.Cmd.Env = append(j.Cmd.Env, s.Env()...)
+	j.Cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	if err := j.StartWith(launcher.StartLocked); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testkit.KillMarked(marker); j.Kill() })
+	r := j.wait(60 * time.Second)
+	want := fmt.Sprintf("rank 0 on %s read %d bytes", c.Hosts[0].Identity, len(data))
+	if r.Code != 0 || !strings.Contains(r.Stdout, want) || !strings.Contains(r.Stdout, "read 0 bytes") {
+		t.Fatalf("exit %d, want %q and rank 1 reading nothing; stderr:\n%s\nstdout tail: %.300s", r.Code, want, r.Stderr, r.Stdout[max(0, len(r.Stdout)-300):])
+	}
+	j.assertNoLeftovers(10 * time.Second)
+
+	j = startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=1"}, bin("nodeprog"), "trap")
+	j.waitReady(3)
+	pid := 0
+	for _, p := range testkit.MarkedProcs(j.Marker) {
+		if pr, err := testkit.ReadProc(p); err == nil && pr.Comm == "gompiexec" {
+			pid = p
+		}
+	}
+	if pid == 0 {
+		t.Fatal("gompiexec not found")
+	}
+	syscall.Kill(pid, syscall.SIGINT)
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(j.Stdout.String(), "got interrupt") < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGINT reached %d of 3 ranks: %s", strings.Count(j.Stdout.String(), "got interrupt"), j.Stdout.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	syscall.Kill(pid, syscall.SIGINT) // a second Ctrl-C ends the job
+	r = j.wait(30 * time.Second)
+	if r.Code != 130 {
+		t.Errorf("exit %d after a second SIGINT, want 130; stderr:\n%s", r.Code, r.Stderr)
+	}
+	j.assertNoLeftovers(10 * time.Second)
 }
