@@ -155,11 +155,12 @@ NodeName=DEFAULT CPUs=%[7]d RealMemory=1000 State=UNKNOWN
 	// and slurmd initialises its cgroup plugin even with cgroup-free
 	// process tracking: mount the v1 hierarchies the machine has (the same
 	// hierarchies, seen from the host's mount namespace).
-	if err := os.WriteFile(filepath.Join(dir, "cgroup.conf"), []byte("CgroupPlugin=cgroup/v1\nCgroupMountpoint=/sys/fs/cgroup\nIgnoreSystemd=yes\n"), 0o644); err != nil {
+	script, plugin := cgroupScript()
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.conf"), []byte("CgroupPlugin="+plugin+"\nCgroupMountpoint=/sys/fs/cgroup\nIgnoreSystemd=yes\n"), 0o644); err != nil {
 		return nil, err
 	}
 	for _, h := range c.Hosts {
-		if _, err := h.Run("sh", "-c", cgroupScript()); err != nil {
+		if _, err := h.Run("sh", "-c", script); err != nil {
 			return nil, fmt.Errorf("cgroups on %s: %w", h.Name, err)
 		}
 	}
@@ -313,13 +314,19 @@ func waitFile(path string, d time.Duration) error {
 	}
 }
 
-// cgroupScript mounts, in a host's mount namespace, /sys/fs/cgroup as the
-// root namespace has it: a tmpfs with one mount per v1 hierarchy (and the
-// unified one), unless already there.
-func cgroupScript() string {
+// cgroupScript returns a script that mounts, in a host's mount namespace,
+// /sys/fs/cgroup as the root namespace has it, and the Slurm cgroup plugin
+// for that layout: the unified hierarchy alone (cgroup/v2), or a tmpfs
+// with one mount per v1 hierarchy (cgroup/v1).
+func cgroupScript() (string, string) {
+	out, _ := os.ReadFile("/proc/self/mounts")
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[1] == "/sys/fs/cgroup" && f[2] == "cgroup2" {
+			return "mountpoint -q /sys/fs/cgroup || mount -t cgroup2 cgroup2 /sys/fs/cgroup", "cgroup/v2"
+		}
+	}
 	var b strings.Builder
 	b.WriteString("set -e; mountpoint -q /sys/fs/cgroup && exit 0; mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup\n")
-	out, _ := os.ReadFile("/proc/self/mounts")
 	for _, l := range strings.Split(string(out), "\n") {
 		f := strings.Fields(l)
 		if len(f) < 4 || !strings.HasPrefix(f[1], "/sys/fs/cgroup/") {
@@ -339,5 +346,5 @@ func cgroupScript() string {
 			fmt.Fprintf(&b, "mkdir -p /sys/fs/cgroup/%s; mount -t cgroup2 cgroup2 /sys/fs/cgroup/%s\n", sub, sub)
 		}
 	}
-	return b.String()
+	return b.String(), "cgroup/v1"
 }
