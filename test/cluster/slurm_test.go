@@ -33,6 +33,9 @@ var (
 func slurmSetup(t *testing.T) (*cluster.Cluster, *cluster.Slurm) {
 	t.Helper()
 	if skipWhy != nil {
+		if os.Getenv("CI") != "" || os.Getenv("GOMPI_REQUIRE_CLUSTER") != "" {
+			t.Fatalf("test cluster unavailable: %v", skipWhy)
+		}
 		t.Skipf("test cluster unavailable: %v", skipWhy)
 	}
 	if err := cluster.CheckSlurm(); err != nil {
