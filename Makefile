@@ -4,14 +4,40 @@ BIN         := bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 NP          ?= 4
+PREFIX      ?= /usr/local
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS     := -X github.com/gompi/gompi/internal/buildinfo.version=$(VERSION) -X github.com/gompi/gompi/internal/buildinfo.commit=$(COMMIT)
 
+.PHONY: install uninstall bench-slurm
 .PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/... ./examples/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/... ./examples/...
+
+# Installs every command into $(DESTDIR)$(PREFIX)/bin, their man pages (written by
+# each command's --gen-man) into share/man/man1, and gompiexec's shell completions
+# where bash-completion, zsh and fish look for them.
+install:
+	@rm -rf $(BIN)/install && mkdir -p $(BIN)/install
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/install/ ./cmd/...
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 755 $(BIN)/install/* $(DESTDIR)$(PREFIX)/bin/
+	for c in $(BIN)/install/*; do $$c --gen-man $(DESTDIR)$(PREFIX)/share/man/man1 || \
+	  { echo "$$c: no man page (every command must handle --gen-man, see internal/manpage)" >&2; exit 1; }; done
+	$(BIN)/install/gompiexec completion bash > $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gompiexec
+	$(BIN)/install/gompiexec completion zsh > $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gompiexec
+	$(BIN)/install/gompiexec completion fish > $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gompiexec.fish
+
+uninstall:
+	for c in $(notdir $(wildcard cmd/*)); do rm -f $(DESTDIR)$(PREFIX)/bin/$$c $(DESTDIR)$(PREFIX)/share/man/man1/$$c.1; done
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/gompiexec \
+	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_gompiexec $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/gompiexec.fish
 
 # Installs the system packages the end-to-end tests use (MPICH, OpenSSH, iproute2).
 setup:
@@ -48,6 +74,11 @@ bench: setup build
 # Launch over SSH on a 3-host network-namespace cluster (test/cluster; root only).
 bench-ssh: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -ssh
+
+# -n 24 /bin/true inside one allocation of a real Slurm on a 3-node namespace cluster:
+# gompiexec -launcher slurm vs ssh, mpiexec.hydra -bootstrap slurm and bare srun (root only).
+bench-slurm: setup build
+	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -slurm -reps $${REPS:-11}
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

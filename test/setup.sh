@@ -3,7 +3,8 @@
 # Idempotent: packages already present are skipped quickly.
 set -euo pipefail
 need=()
-for p in mpich libmpich-dev libpmi2-0-dev hwloc-nox openssh-server openssh-client iproute2 procps; do
+for p in mpich libmpich-dev libpmi2-0-dev hwloc-nox openssh-server openssh-client iproute2 procps \
+  make man-db groff-base slurmctld slurmd slurm-client munge; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -30,6 +30,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/gompi/gompi/internal/manpage"
 	"os"
 	"strconv"
 	"text/tabwriter"
@@ -72,6 +73,9 @@ func main() {
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
+	}
+	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+		os.Exit(writeMan(os.Args[2], flag.CommandLine))
 	}
 	flag.Parse()
 	name := "latency"

@@ -13,8 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/manpage"
 	"github.com/gompi/gompi/internal/persist"
 	"github.com/gompi/gompi/internal/proxy"
 )
@@ -40,11 +42,14 @@ func (s stdio) Close() error {
 }
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+		os.Exit(writeMan(os.Args[2]))
+	}
 	if len(os.Args) > 1 && (os.Args[1] == "-version" || os.Args[1] == "--version") {
 		// The build identity is the executable's sha256: the same value the
 		// ssh launcher's probe computes with sha256sum and names uploaded
 		// copies by (docs/ssh.md).
-		fmt.Printf("gompi-proxy control protocol %d sha256 %s\n", control.Version, selfSum())
+		fmt.Printf("%s control protocol %d sha256 %s\n", buildinfo.String("gompi-proxy"), control.Version, selfSum())
 		return
 	}
 	if len(os.Args) > 1 && os.Args[1] == proxy.GuardArg {
@@ -75,8 +80,17 @@ func main() {
 		}
 		heartbeat = d
 	}
+	stream, err := sessionStream(ctx)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gompi-proxy: %v\n", err)
+		os.Exit(1)
+	}
 	guard, _ := os.Executable() // the guard of the ranks' process group is this program
-	err := proxy.Run(ctx, newStdio(), proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard})
+	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard})
+	if errors.Is(err, context.Canceled) {
+		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.
+		err = errors.New("gompi-proxy: terminated by a signal; this host's ranks were killed")
+	}
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)

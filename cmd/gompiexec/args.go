@@ -150,9 +150,9 @@ func init() {
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.prepend = true; return nil }}, "l", "prepend-rank")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
 		switch v[0] {
-		case "fork", "ssh", "rsh":
+		case "fork", "ssh", "rsh", "slurm":
 		default:
-			return usagef("-launcher %q: known launchers are fork, ssh, rsh", v[0])
+			return usagef("-launcher %q: known launchers are fork, ssh, rsh, slurm", v[0])
 		}
 		o.launcher = v[0]
 		return nil

@@ -17,13 +17,12 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/manpage"
 	"github.com/gompi/gompi/internal/mpiexec"
 	"github.com/spf13/cobra"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "0.1.0-dev"
 
 const helpText = `gompiexec runs an MPI job: it places ranks on hosts, starts one gompi-proxy
 per host, forwards stdio and signals, and tears the job down when a rank fails.
@@ -56,8 +55,9 @@ Global options:
   -genvnone                 pass none of it (ranks get PATH, HOME, USER, ... only)
   -genvlist A,B             pass only these variables
   -l, -prepend-rank         prefix every output line with [rank]
-  -launcher fork|ssh|rsh    how proxies are started (default: fork for this host,
-                            the built-in SSH client for other hosts)
+  -launcher fork|ssh|rsh|slurm  how proxies are started (default: slurm inside a
+                            Slurm allocation; else fork for this host, the built-in
+                            SSH client for other hosts); also -bootstrap
   -launcher-exec PATH       rsh-style agent: runs "PATH host command..." (-launcher-exec ssh
                             uses OpenSSH's client in batch mode instead of the built-in one)
   -proxy-path PATH          gompi-proxy on every host (default: next to gompiexec)
@@ -93,6 +93,9 @@ Shell completion: gompiexec completion bash|zsh|fish
 `
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+		os.Exit(writeMan(os.Args[2]))
+	}
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -101,7 +104,7 @@ func newRoot(code *int) *cobra.Command {
 		Use:                "gompiexec [options] program [args] [: ...]",
 		Short:              "Run an MPI job",
 		Long:               helpText,
-		Version:            version,
+		Version:            buildinfo.Version(),
 		DisableFlagParsing: true, // Hydra's grammar (-genv K V, ':' segments) is not pflag's
 		SilenceUsage:       true,
 		SilenceErrors:      true,
@@ -163,7 +166,7 @@ func runJob(args []string) (int, error) {
 		return 0, nil
 	}
 	if o.version {
-		fmt.Printf("gompiexec version %s\n", version)
+		fmt.Println(buildinfo.String("gompiexec"))
 		return 0, nil
 	}
 	cfg, err := buildConfig(o)
@@ -177,6 +180,7 @@ func runJob(args []string) (int, error) {
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
 	cfg.Signals = sigs
+	defer closeSlurm()
 	return mpiexec.Run(ctx, *cfg)
 }
 
@@ -356,6 +360,9 @@ func proxyPath(flag string) (string, error) {
 // agent from -launcher-exec, or the built-in SSH client.
 func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
 	var remote func() launcher.Backend
+	if useSlurm(o) {
+		return slurmBackend(log)
+	}
 	switch {
 	case o.launcher == "fork":
 		return func(hostfile.Host) launcher.Backend { return launcher.Fork{} }, nil

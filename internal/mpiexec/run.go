@@ -256,6 +256,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 		return specs
 	}
 	tops := planTree(j.layout.Hosts, cfg.Backend, cfg.Fanout, rankSpecs)
+	announceBatches(j.layout.Hosts, cfg.Backend, tops)
 	j.hosts = make([]hostState, len(j.layout.Hosts))
 	for i, h := range j.layout.Hosts {
 		j.hosts[i].name = h.Name

@@ -35,7 +35,26 @@ func main() {
 	osuSVG := flag.String("osu-svg", "bench-out/osu.svg", "with -osu: plot of latency and bandwidth (SVG; a PNG is written next to it; empty: none)")
 	osuBin := flag.String("gompi-bench", "", "with -osu: gompi-bench binary (default: built from ./cmd/gompi-bench)")
 	osuTimeout := flag.Duration("osu-timeout", 10*time.Minute, "with -osu: limit for one benchmark run")
+	slurm := flag.Bool("slurm", false, "only time -n 24 /bin/true inside a Slurm allocation on a 3-node namespace test cluster (needs root): slurm launcher, ssh, hydra -bootstrap slurm, bare srun")
+	inner := flag.Bool("slurm-inner", false, "internal: the -slurm timing loop, run under salloc")
+	innerHosts := flag.String("inner-hostfile", "", "internal (-slurm-inner)")
+	innerHome := flag.String("inner-home", "", "internal (-slurm-inner)")
+	innerIface := flag.String("inner-iface", "", "internal (-slurm-inner)")
 	flag.Parse()
+	if *inner {
+		if err := slurmInner(*gompi, *hydra, *reps, *innerHosts, *innerHome, *innerIface); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: slurm:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *slurm {
+		if err := benchSlurm(*gompi, *hydra, *reps); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: slurm:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if _, err := exec.LookPath(*hydra); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s not found (run test/setup.sh)\n", *hydra)
 		os.Exit(1)

@@ -86,6 +86,8 @@ type Host struct {
 	mu     sync.Mutex
 	sshd   *exec.Cmd
 	done   chan struct{}
+	// daemons are Slurm's processes on the host (slurm.go): not leftovers.
+	daemons map[int]bool
 }
 
 // IdentityFile is the file every host's /tmp holds, with Host.Identity.

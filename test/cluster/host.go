@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,9 +79,12 @@ func (h *Host) Procs() ([]Proc, error) {
 		return nil, err
 	}
 	listener := h.sshdPID()
+	h.mu.Lock()
+	daemons := maps.Clone(h.daemons)
+	h.mu.Unlock()
 	procs := all[:0]
 	for _, p := range all {
-		if p.PID != listener {
+		if p.PID != listener && !daemons[p.PID] {
 			procs = append(procs, p)
 		}
 	}
@@ -381,4 +385,19 @@ func (c *Cluster) StopPersistentProxies(d time.Duration) error {
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
+}
+
+func (h *Host) addDaemon(pid int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.daemons == nil {
+		h.daemons = map[int]bool{}
+	}
+	h.daemons[pid] = true
+}
+
+func (h *Host) clearDaemons() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.daemons = nil
 }

@@ -103,6 +103,12 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	if slurmS != nil {
+		slurmS.Stop()
+	}
+	if slurmC != nil {
+		slurmC.Close()
+	}
 	if shared != nil {
 		if err := shared.Close(); err != nil {
 			fmt.Fprintln(os.Stderr, err)

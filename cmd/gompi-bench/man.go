@@ -1,0 +1,48 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/gompi/gompi/internal/buildinfo"
+	"github.com/gompi/gompi/internal/manpage"
+	"github.com/spf13/cobra"
+)
+
+const benchHelp = `gompi-bench is an MPI program: it runs the OSU micro-benchmarks' point-to-point
+and collective loops (osu_latency, osu_bw, osu_allreduce, ...) with gompi's Go rank
+runtime, printing "<bench> <bytes> <value>" lines (microseconds, or MB/s for bw).
+
+Usage:
+  gompiexec -n 2 gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier
+
+Benchmarks: latency (ping-pong between ranks 0 and 1), pairs (every even rank with
+the next), bw (windowed bandwidth), allreduce, barrier.
+`
+
+// writeMan writes gompi-bench.1 into dir (gompi-bench --gen-man DIR); the
+// options come from the flag set main defines.
+func writeMan(dir string, fs *flag.FlagSet) int {
+	cmd := &cobra.Command{Use: "gompi-bench [options] benchmark [MAXBYTES [ITERS]]", Short: "OSU-style MPI micro-benchmarks for gompi",
+		Long: manpage.Preformatted(benchHelp), Version: buildinfo.Version(), DisableFlagsInUseLine: true}
+	cmd.Flags().AddGoFlagSet(fs)
+	err := manpage.Write(dir, manpage.Page{Cmd: cmd,
+		Env: []manpage.Item{
+			{"PMI_FD, PMI_RANK, PMI_SIZE, PMI_PORT, PMI_ID", "how the rank reaches its process manager's PMI server (set by gompiexec, Hydra or srun --mpi=pmi2)"},
+			{"GOMPI_JOB_SECRET", "per-job secret that authenticates connections between ranks"},
+			{"GOMPI_SHM, GOMPI_CMA", "0 turns off the shared-memory transport, or cross-memory attach, between ranks on one host"},
+		},
+		Exit: []manpage.Item{
+			{"0", "the benchmark ran"},
+			{"1", "MPI initialisation or a benchmark step failed"},
+			{"2", "bad arguments"},
+		},
+		SeeAlso: []string{"gompiexec(1)"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gompi-bench:", err)
+		return 1
+	}
+	return 0
+}

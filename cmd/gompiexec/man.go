@@ -1,0 +1,41 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/gompi/gompi/internal/manpage"
+)
+
+// writeMan writes gompiexec.1 into dir (gompiexec --gen-man DIR).
+func writeMan(dir string) int {
+	code := 0
+	root := newRoot(&code)
+	root.Long = manpage.Preformatted(helpText)
+	root.DisableFlagsInUseLine = true
+	err := manpage.Write(dir, manpage.Page{Cmd: root,
+		Env: []manpage.Item{
+			{"HYDRA_HOST_FILE", "host file used when neither -f nor -hosts is given"},
+			{"MPIEXEC_TIMEOUT", "seconds after which the job is killed (as -timeout)"},
+			{"GOMPI_PROXY", "gompi-proxy command on every host (as -proxy-path); default: gompi-proxy beside gompiexec, else on PATH"},
+			{"GOMPI_PROXY_PERSIST", "seconds a persistent proxy stays on each SSH host (as -proxy-persist)"},
+			{"GOMPI_PMI_TRACE", "when set, print every PMI exchange (as -pmi-trace)"},
+			{"SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE", "inside a Slurm allocation the hosts and slots come from these, and proxies are started with srun (-launcher slurm) unless -launcher says otherwise"},
+			{"PBS_NODEFILE", "inside a PBS job the hosts come from this file"},
+			{"HOME", "the built-in SSH client reads ~/.ssh/config, known_hosts and keys from here"},
+		},
+		Exit: []manpage.Item{
+			{"0", "every rank exited 0"},
+			{"1-123", "the exit code of the first rank that failed (or called MPI_Abort)"},
+			{"124", "-timeout or MPIEXEC_TIMEOUT expired"},
+			{"128+N", "the first failing rank was killed by signal N (130 after a second Ctrl-C)"},
+			{"255", "gompiexec could not run the job: bad arguments, a host or proxy could not be started or was lost"},
+		},
+		SeeAlso: []string{"gompi-proxy(1)", "gompi-bench(1)", "mpiexec(1)", "srun(1)"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gompiexec:", err)
+		return 1
+	}
+	return 0
+}

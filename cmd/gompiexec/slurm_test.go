@@ -1,0 +1,41 @@
+package main
+
+import "testing"
+
+func TestUseSlurm(t *testing.T) {
+	alloc := map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n[1-3]"}
+	for _, tc := range []struct {
+		name     string
+		launcher string
+		exe      string
+		env      map[string]string
+		want     bool
+	}{
+		{"allocation, no launcher", "", "", alloc, true},
+		{"old SLURM_NODELIST", "", "", map[string]string{"SLURM_JOB_ID": "1", "SLURM_NODELIST": "a"}, true},
+		{"allocation, -launcher ssh", "ssh", "", alloc, false},
+		{"allocation, -launcher-exec", "", "ssh", alloc, false},
+		{"no allocation", "", "", nil, false},
+		{"job id without nodes", "", "", map[string]string{"SLURM_JOB_ID": "1"}, false},
+		{"-launcher slurm anywhere", "slurm", "", nil, true},
+	} {
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		for _, k := range []string{"SLURM_JOB_ID", "SLURM_JOB_NODELIST", "SLURM_NODELIST"} {
+			if _, ok := tc.env[k]; !ok {
+				t.Setenv(k, "")
+			}
+		}
+		if got := useSlurm(&options{launcher: tc.launcher, launcherExe: tc.exe}); got != tc.want {
+			t.Errorf("%s: useSlurm = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	o, err := parseArgs([]string{"-bootstrap", "slurm", "-n", "1", "/bin/true"})
+	if err != nil || o.launcher != "slurm" {
+		t.Errorf("-bootstrap slurm: %v %q", err, o.launcher)
+	}
+	if _, err := parseArgs([]string{"-launcher", "pbs", "/bin/true"}); err == nil {
+		t.Error("-launcher pbs accepted")
+	}
+}
