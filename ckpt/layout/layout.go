@@ -37,10 +37,10 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // Errors callers test with errors.Is.
 var (
-	ErrNoEpoch    = errors.New("no committed checkpoint epoch")
-	ErrCorrupt    = errors.New("checkpoint file corrupt")
-	ErrMissing    = errors.New("checkpoint file missing")
-	ErrBadPrefix  = errors.New("not a checkpoint prefix")
+	ErrNoEpoch     = errors.New("no committed checkpoint epoch")
+	ErrCorrupt     = errors.New("checkpoint file corrupt")
+	ErrMissing     = errors.New("checkpoint file missing")
+	ErrBadPrefix   = errors.New("not a checkpoint prefix")
 	ErrUncommitted = errors.New("epoch not committed")
 )
 
