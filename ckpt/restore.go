@@ -233,4 +233,3 @@ func (c *Ckpt) Restore() (int, error) {
 
 // Restored is the epoch Restore loaded (0: none).
 func (c *Ckpt) Restored() int { return c.restored }
-
