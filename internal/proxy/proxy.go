@@ -49,6 +49,7 @@ type rank struct {
 	spec     control.RankSpec
 	cmd      *exec.Cmd
 	stdin    *os.File // write end of rank 0's stdin pipe
+	events   *os.File // write end of the rank's event channel (events.go)
 	outputWG sync.WaitGroup
 }
 
@@ -218,6 +219,11 @@ func (p *proxy) command(m control.Msg, ranksLive bool) {
 			p.terminate()
 		}
 		p.tree.down(m, true)
+	case control.MsgEvent:
+		if ranksLive {
+			p.deliverEvent(m)
+		}
+		p.tree.down(m, true)
 	case control.MsgFenceDone:
 		p.up.deliver(m)
 		p.tree.down(m, true)
@@ -325,6 +331,11 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		closeAfter = append(closeAfter, pmiFile)
 	}
 	cmd.Env = append(p.rankEnv(rs, app), pmiEnv...)
+	if evr, err := p.eventChannel(r, cmd); err == nil {
+		closeAfter = append(closeAfter, evr)
+	} else {
+		p.log.Debug("no event channel", "rank", rs.Rank, "err", err)
+	}
 	if rs.Rank == 0 {
 		rd, wr, err := os.Pipe()
 		if err != nil {
@@ -357,6 +368,9 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		}
 		if r.stdin != nil {
 			r.stdin.Close()
+		}
+		if r.events != nil {
+			r.events.Close()
 		}
 		return nil, fmt.Errorf("rank %d on %s: %w", rs.Rank, p.job.Host, err)
 	}
@@ -399,6 +413,7 @@ func (p *proxy) waitAll() {
 		go func(r *rank) {
 			defer wg.Done()
 			err := r.cmd.Wait()
+			p.closeEvents(r)
 			code, sig := exitStatus(r.cmd, err)
 			msg := ""
 			p.mu.Lock()
