@@ -153,8 +153,14 @@ func init() {
 		o.ckptInterval, err = durArg("ckpoint-interval", v[0])
 		return
 	}}, "ckpoint-interval")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.ckptNum, err = intArg("ckpoint-num", v[0], 1); return }}, "ckpoint-num")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.ckptKeep, err = intArg("ckpoint-keep", v[0], 1); return }}, "ckpoint-keep")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.ckptNum, err = intArg("ckpoint-num", v[0], 1)
+		return
+	}}, "ckpoint-num")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.ckptKeep, err = intArg("ckpoint-keep", v[0], 1)
+		return
+	}}, "ckpoint-keep")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.ckptCache = v[0]; return nil }}, "ckpoint-cache")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
 		o.maxRestarts, err = intArg("max-restarts", v[0], 0)
