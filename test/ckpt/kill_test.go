@@ -40,7 +40,7 @@ func TestKillAnywhere(t *testing.T) {
 		}
 		expect := newestIntact(prefix, c)
 		j := start(t, heatWith(prefix, opts, extra...)...)
-		time.Sleep(time.Duration(200+rng.Intn(1200)) * time.Millisecond)
+		time.Sleep(time.Duration(150+rng.Intn(700)) * time.Millisecond)
 		victim := "gompiexec"
 		if rng.Intn(2) == 0 {
 			var heats []int
