@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 NP          ?= 4
 
-.PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
+.PHONY: all build setup test unit fuzz demo bench bench-ssh bench-ckpt lint fmt clean
 
 all: build
 
@@ -48,6 +48,12 @@ bench: setup build
 # Launch over SSH on a 3-host network-namespace cluster (test/cluster; root only).
 bench-ssh: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -ssh
+
+# One checkpoint of 4 ranks x 256 MiB (package ckpt) against dd writing and syncing the
+# same bytes, straight to the prefix and through a node-local cache (/dev/shm).
+bench-ckpt: build
+	$(GO) build -o $(BIN)/ckptbench-rank ./test/benchckpt/rank
+	$(GO) run ./test/benchckpt -gompiexec ./$(BIN)/gompiexec -rank ./$(BIN)/ckptbench-rank -svg bench-out/ckpt.svg
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
