@@ -206,17 +206,25 @@ func Create(prefix string, e, r int) (*Writer, error) {
 	return &Writer{f: f, path: path, rank: r}, nil
 }
 
+// writeChunk: large writes are checksummed and written a chunk at a time,
+// so the write finds the bytes the checksum just read still in the CPU's
+// cache (one pass over memory instead of two).
+const writeChunk = 1 << 20
+
 func (w *Writer) Write(p []byte) (int, error) {
-	if w.err != nil {
-		return 0, w.err
+	total := 0
+	for len(p) > 0 && w.err == nil {
+		c := p[:min(len(p), writeChunk)]
+		w.crc = crc32.Update(w.crc, crcTable, c)
+		n, err := w.f.Write(c)
+		w.n += int64(n)
+		total += n
+		p = p[n:]
+		if err != nil && w.err == nil {
+			w.err = fmt.Errorf("%s: %w", w.path, err)
+		}
 	}
-	n, err := w.f.Write(p)
-	w.crc = crc32.Update(w.crc, crcTable, p[:n])
-	w.n += int64(n)
-	if err != nil {
-		w.err = fmt.Errorf("%s: %w", w.path, err)
-	}
-	return n, w.err
+	return total, w.err
 }
 
 // Close syncs the file, renames it into place and returns its manifest
