@@ -157,3 +157,17 @@ func flipByte(t *testing.T, path string) {
 		t.Fatal(err)
 	}
 }
+
+// TestInterval: -ckpoint-interval alone (heat saves nothing by itself
+// with -ckpt-every 0) makes the ranks checkpoint.
+func TestInterval(t *testing.T) {
+	prefix := t.TempDir()
+	r := run(t, append([]string{"-ckpoint-interval", "0.3"}, heat(prefix, "-ckpt-every", "0", "-delay", "10ms")...)...)
+	if got := checksum(t, r); got != baseline(t) {
+		t.Fatalf("checksum %s, uninterrupted %s", got, baseline(t))
+	}
+	eps, _ := layout.List(prefix)
+	if len(eps) < 2 {
+		t.Fatalf("%d epochs in a 1.2 s run with a 0.3 s interval, want several", len(eps))
+	}
+}
