@@ -140,8 +140,12 @@ type Ckpt struct {
 	last     time.Time
 	step     int64
 
-	requested atomic.Bool
-	stop      chan struct{}
+	// Requests are numbered: reqSeq is the highest this rank received,
+	// handled the highest the ranks agreed on, so a request that reaches
+	// ranks at different steps yields one checkpoint, not one per rank.
+	reqSeq  atomic.Int64
+	handled atomic.Int64
+	stop    chan struct{}
 
 	// Cache level.
 	flushQ       chan flushJob
@@ -214,19 +218,28 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	if m, err := layout.Newest(cfg.Prefix); err == nil {
 		c.prefixCommit = m.Epoch
 	}
-	reqs := cfg.Requests
-	if reqs == nil {
-		reqs = eventRequests()
-	}
-	if reqs != nil {
+	if cfg.Requests != nil {
 		go func() {
 			for {
 				select {
-				case _, ok := <-reqs:
+				case _, ok := <-cfg.Requests:
 					if !ok {
 						return
 					}
-					c.requested.Store(true)
+					c.Request()
+				case <-c.stop:
+					return
+				}
+			}
+		}()
+	} else if evs := rankevent.Subscribe(); evs != nil {
+		go func() {
+			for {
+				select {
+				case ev := <-evs:
+					if ev.T == rankevent.Checkpoint {
+						c.raise(ev.Seq)
+					}
 				case <-c.stop:
 					return
 				}
@@ -236,29 +249,19 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	return c, nil
 }
 
-// eventRequests adapts the proxy's event channel to checkpoint requests.
-func eventRequests() <-chan struct{} {
-	evs := rankevent.Subscribe()
-	if evs == nil {
-		return nil
-	}
-	out := make(chan struct{}, 1)
-	go func() {
-		for ev := range evs {
-			if ev.T == rankevent.Checkpoint {
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			}
+// raise records request seq.
+func (c *Ckpt) raise(seq int64) {
+	for {
+		cur := c.reqSeq.Load()
+		if seq <= cur || c.reqSeq.CompareAndSwap(cur, seq) {
+			return
 		}
-	}()
-	return out
+	}
 }
 
 // Request asks for a checkpoint at the next NeedCheckpoint, as SIGUSR1 to
 // gompiexec does.
-func (c *Ckpt) Request() { c.requested.Store(true) }
+func (c *Ckpt) Request() { c.raise(max(c.reqSeq.Load(), c.handled.Load()) + 1) }
 
 func (c *Ckpt) register(s section) {
 	if c.names[s.name] {
@@ -291,7 +294,7 @@ func (c *Ckpt) Epoch() int { return c.next - 1 }
 // now: the interval elapsed on some rank or a checkpoint was requested.
 // It also commits cache epochs whose flush every rank completed.
 func (c *Ckpt) NeedCheckpoint() (bool, error) {
-	local := c.requested.Swap(false) || (c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval)
+	local := c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval
 	need, err := c.sync(local)
 	if err != nil {
 		return false, err
@@ -302,7 +305,7 @@ func (c *Ckpt) NeedCheckpoint() (bool, error) {
 // sync is the one reduction NeedCheckpoint costs: it agrees on whether to
 // checkpoint and on which flushed epoch to commit in the prefix.
 func (c *Ckpt) sync(want bool) (bool, error) {
-	v := []int64{0, -c.flushed.Load(), -1}
+	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load()}
 	if want {
 		v[0] = 1
 	}
@@ -314,6 +317,10 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 	}
 	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
 		return false, err
+	}
+	if v[3] > c.handled.Load() {
+		c.handled.Store(v[3])
+		v[0] = 1
 	}
 	flushed := int(-v[1])
 	if c.comm.Rank() == 0 {
