@@ -9,7 +9,7 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS     := -X github.com/gompi/gompi/internal/buildinfo.version=$(VERSION) -X github.com/gompi/gompi/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: install uninstall bench-slurm
+.PHONY: install uninstall bench-slurm bench-ckpt
 .PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
 
 all: build
@@ -79,6 +79,12 @@ bench-ssh: setup build
 # gompiexec -launcher slurm vs ssh, mpiexec.hydra -bootstrap slurm and bare srun (root only).
 bench-slurm: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -slurm -reps $${REPS:-11}
+
+# One checkpoint of 4 ranks x 256 MiB (package ckpt) against dd writing and syncing the
+# same bytes, straight to the prefix and through a node-local cache (/dev/shm).
+bench-ckpt: build
+	$(GO) build -o $(BIN)/ckptbench-rank ./test/benchckpt/rank
+	$(GO) run ./test/benchckpt -gompiexec ./$(BIN)/gompiexec -rank ./$(BIN)/ckptbench-rank -svg bench-out/ckpt.svg
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

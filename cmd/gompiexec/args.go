@@ -26,6 +26,9 @@ type options struct {
 	pmiPort, pmiTrace     bool
 	ckptPrefix            string
 	ckptInterval          time.Duration
+	ckptNum, ckptKeep     int
+	ckptCache             string
+	maxRestarts           int
 	proxyPath             string
 	fanout                int
 	sshAcceptNew          bool
@@ -173,6 +176,19 @@ func init() {
 		o.ckptInterval, err = durArg("ckpoint-interval", v[0])
 		return
 	}}, "ckpoint-interval")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.ckptNum, err = intArg("ckpoint-num", v[0], 1)
+		return
+	}}, "ckpoint-num")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.ckptKeep, err = intArg("ckpoint-keep", v[0], 1)
+		return
+	}}, "ckpoint-keep")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.ckptCache = v[0]; return nil }}, "ckpoint-cache")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		o.maxRestarts, err = intArg("max-restarts", v[0], 0)
+		return
+	}}, "max-restarts")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.proxyPath = v[0]; return nil }}, "proxy-path")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
 		o.fanout, err = intArg("fanout", v[0], 1)
@@ -263,6 +279,9 @@ func parseArgs(args []string) (*options, error) {
 	}
 	if o.hostfile != "" && o.hosts != "" {
 		return nil, errors.New("give either -f or -hosts, not both")
+	}
+	if o.ckptPrefix == "" && (o.ckptInterval > 0 || o.ckptNum > 0 || o.ckptKeep > 0 || o.ckptCache != "") {
+		return nil, usagef("-ckpoint-interval, -ckpoint-num, -ckpoint-keep and -ckpoint-cache need -ckpoint-prefix")
 	}
 	return o, nil
 }

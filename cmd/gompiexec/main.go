@@ -77,8 +77,17 @@ Global options:
   -print-all-exitcodes      print every rank's exit status
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
-  -ckpoint-prefix DIR       checkpoint directory (reserved for checkpoint/restart)
-  -ckpoint-interval SECONDS checkpoint interval (reserved)
+  -ckpoint-prefix DIR       checkpoint directory (shared by all hosts) for ranks using
+                            package ckpt; SIGUSR1 then requests a checkpoint instead of
+                            reaching the ranks as a signal (docs/ckpt.md)
+  -ckpoint-interval SECONDS checkpoint when this long has passed since the last one
+  -ckpoint-num N            restart from epoch N (default: the newest intact one)
+  -ckpoint-keep K           keep the newest K committed epochs (default 2)
+  -ckpoint-cache DIR        node-local cache: checkpoints are written there first and
+                            flushed to the prefix in the background
+  -max-restarts N           relaunch a job whose rank or host failed, up to N times,
+                            from the newest checkpoint (or from the beginning without
+                            one), on the hosts that are left
   -v, -verbose              log launch steps to stderr
   -h, -help                 this help;  -version  print the version
 
@@ -90,6 +99,7 @@ Exit status: 0 when every rank exits 0; else the first failing rank's exit code,
 128+signal when it was killed by a signal; 124 on timeout; 255 on launcher errors.
 
 Shell completion: gompiexec completion bash|zsh|fish
+Checkpoints: gompiexec ckpt list|verify|rm [-keep K] PREFIX [EPOCH...]
 `
 
 func main() {
@@ -112,6 +122,11 @@ func newRoot(code *int) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && args[0] == "completion" {
 				return completion(cmd, args[1:])
+			}
+			if len(args) > 0 && args[0] == "ckpt" {
+				c, err := ckptCommand(os.Stdout, args[1:])
+				*code = c
+				return err
 			}
 			c, err := runJob(args)
 			*code = c
@@ -274,6 +289,10 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		cfg.Grace = 3 * time.Second
 	} else if o.grace == 0 {
 		cfg.Grace = -1 // at once (Config's zero is the default)
+	}
+
+	if err := checkpointConfig(o, cfg); err != nil {
+		return nil, err
 	}
 
 	cfg.ProxyPath, err = proxyPath(o.proxyPath)

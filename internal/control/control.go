@@ -50,6 +50,7 @@ const (
 	MsgJob    = "job"    // Job: what to run
 	MsgSignal = "signal" // Sig: deliver to every rank's process group
 	MsgKill   = "kill"   // SIGTERM every rank, SIGKILL after the job's grace period
+	MsgEvent  = "event"  // Event, Seq: write a record on every local rank's event channel
 	// proxy → launcher
 	MsgStarted = "started" // Pids: one per local rank, in Job.Ranks order
 	MsgExit    = "exit"    // Rank, Code, Signal: a rank ended
@@ -90,6 +91,10 @@ type Msg struct {
 	Op      string   `json:"op,omitempty"`
 	Service string   `json:"service,omitempty"`
 	Port    string   `json:"port,omitempty"`
+
+	// Rank events (MsgEvent): the record's kind and sequence number.
+	Event string `json:"event,omitempty"`
+	Seq   int64  `json:"seq,omitempty"`
 }
 
 // Job tells a proxy what to run.

@@ -80,6 +80,10 @@ type Config struct {
 	// Signals delivers signals received by gompiexec.
 	Signals <-chan os.Signal
 	Log     *slog.Logger
+
+	// Checkpoint/restart (restart.go).
+	Restart RestartConfig
+	outcome *outcome // filled by one attempt, read by the restart loop
 }
 
 func (c *Config) validate() error {
@@ -158,9 +162,8 @@ type event struct {
 	err error // reader ended
 }
 
-// Run runs a job to completion and returns gompiexec's exit code. An error
-// means the job could not be set up; nothing of it is left running.
-func Run(ctx context.Context, cfg Config) (int, error) {
+// runOnce runs one attempt of a job to completion (see Run).
+func runOnce(ctx context.Context, cfg Config) (int, error) {
 	if err := cfg.validate(); err != nil {
 		return ExitInternal, err
 	}
@@ -201,6 +204,7 @@ type job struct {
 	killing    bool
 	timedOut   bool
 	proxyError string
+	ckptSeq    int64
 }
 
 func newJobID() string { return randomHex(8) }
@@ -461,6 +465,10 @@ func (j *job) loop(ctx context.Context) int {
 			}
 		case sig := <-j.cfg.Signals:
 			s, _ := sig.(syscall.Signal)
+			if j.checkpointRequest(s) {
+				continue
+			}
+			j.userSignal(s)
 			if s == syscall.SIGINT {
 				if !lastInt.IsZero() && time.Since(lastInt) < 3*time.Second {
 					fmt.Fprintln(j.cfg.Stderr, "gompiexec: Ctrl-C caught again... killing the job")
@@ -617,6 +625,7 @@ func (j *job) proxyLost(host int, why string) {
 		}
 	}
 	if lost {
+		j.hostLost(host)
 		if !strings.Contains(why, j.hosts[host].name) {
 			why = fmt.Sprintf("host %s: %s", j.hosts[host].name, why)
 		}

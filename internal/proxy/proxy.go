@@ -56,6 +56,7 @@ type rank struct {
 	exit     <-chan reaped // from the reaper
 	exited   bool          // reaped (p.mu): its pid may be reused
 	stdin    *os.File      // write end of rank 0's stdin pipe
+	events   *os.File      // write end of the rank's event channel (events.go)
 	outs     []*os.File    // read ends of its stdout and stderr
 	outputWG sync.WaitGroup
 }
@@ -232,6 +233,11 @@ func (p *proxy) command(m control.Msg, ranksLive bool) {
 			p.terminate()
 		}
 		p.tree.down(m, true)
+	case control.MsgEvent:
+		if ranksLive {
+			p.deliverEvent(m)
+		}
+		p.tree.down(m, true)
 	case control.MsgFenceDone:
 		p.up.deliver(m)
 		p.tree.down(m, true)
@@ -355,6 +361,11 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		closeAfter = append(closeAfter, pmiFile)
 	}
 	cmd.Env = append(p.rankEnv(rs, app), pmiEnv...)
+	if evr, err := p.eventChannel(r, cmd); err == nil {
+		closeAfter = append(closeAfter, evr)
+	} else {
+		p.log.Debug("no event channel", "rank", rs.Rank, "err", err)
+	}
 	if rs.Rank == 0 {
 		rd, wr, err := os.Pipe()
 		if err != nil {
@@ -387,6 +398,9 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		}
 		if r.stdin != nil {
 			r.stdin.Close()
+		}
+		if r.events != nil {
+			r.events.Close()
 		}
 		return nil, err
 	}
@@ -436,6 +450,7 @@ func (p *proxy) waitAll() {
 		go func(r *rank) {
 			defer wg.Done()
 			st := <-r.exit
+			p.closeEvents(r)
 			at := st.at // when it ended, not when its report leaves
 			code, sig := statusOf(st.ws)
 			msg := ""

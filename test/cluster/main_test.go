@@ -88,7 +88,7 @@ func TestMain(m *testing.M) {
 	// cluster.New removes the directory if this process dies before its end.
 	os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 	if err := testkit.Build(dir, testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
-		testkit.Pkg("test/cluster/progs/nodeprog"), testkit.Pkg("examples/hello")); err != nil {
+		testkit.Pkg("test/cluster/progs/nodeprog"), testkit.Pkg("examples/hello"), testkit.Pkg("examples/heat")); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.RemoveAll(dir)
 		os.Exit(1)

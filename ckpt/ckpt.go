@@ -1,0 +1,503 @@
+// Package ckpt checkpoints and restarts gompi jobs, after LLNL SCR's
+// contract: the application owns its state and registers what to save;
+// the library saves it in coordinated epochs (a collective Checkpoint at a
+// safe point, or when NeedCheckpoint says so on every rank at the same
+// step) and, after a crash, restores the newest epoch every rank reads back
+// intact. The format is ckpt/layout's (docs/ckpt.md).
+//
+// A typical loop:
+//
+//	c, err := ckpt.New(ctx, world, ckpt.FromEnv())
+//	c.Register("step", &step)
+//	ckpt.RegisterSlice(c, "grid", &grid)
+//	if _, err := c.Restore(); err != nil && !errors.Is(err, ckpt.ErrNoCheckpoint) { ... }
+//	for ; step < steps; step++ {
+//		compute()
+//		if need, _ := c.NeedCheckpoint(); need { c.Checkpoint() }
+//	}
+//	c.Close()
+package ckpt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gompi/gompi/ckpt/layout"
+	"github.com/gompi/gompi/internal/rankevent"
+	mpi "github.com/gompi/gompi/runtime"
+)
+
+// Environment variables gompiexec sets from its -ckpoint-* options.
+const (
+	EnvPrefix   = "GOMPI_CKPT_PREFIX"   // -ckpoint-prefix
+	EnvInterval = "GOMPI_CKPT_INTERVAL" // -ckpoint-interval, seconds
+	EnvKeep     = "GOMPI_CKPT_KEEP"     // -ckpoint-keep
+	EnvEpoch    = "GOMPI_CKPT_EPOCH"    // -ckpoint-num
+	EnvCache    = "GOMPI_CKPT_CACHE"    // -ckpoint-cache
+)
+
+// DefaultKeep is Config.Keep's default.
+const DefaultKeep = 2
+
+// Errors callers test with errors.Is.
+var (
+	// ErrNoCheckpoint: Restore found no epoch that every rank could read
+	// back; the application starts from the beginning.
+	ErrNoCheckpoint = errors.New("ckpt: no checkpoint to restart from")
+	// ErrRankCount: the epoch was written by another number of ranks and
+	// no redistribution callback is registered.
+	ErrRankCount = errors.New("ckpt: checkpoint written by a different number of ranks")
+	// ErrNoPrefix: Config.Prefix is empty.
+	ErrNoPrefix = errors.New("ckpt: no checkpoint prefix (set -ckpoint-prefix or Config.Prefix)")
+)
+
+// Config says where and how often to checkpoint. FromEnv fills it from
+// gompiexec's options.
+type Config struct {
+	// Prefix is the directory epochs are committed in, normally on a file
+	// system every host shares. Required.
+	Prefix string
+	// Cache, when set, is a node-local directory checkpoints are written
+	// to first; each rank then flushes its file to Prefix in the
+	// background (docs/ckpt.md, "Levels").
+	Cache string
+	// Interval makes NeedCheckpoint true once this long has passed since
+	// the last checkpoint (or the start). 0: only on request.
+	Interval time.Duration
+	// Keep is how many committed epochs to keep. Default DefaultKeep.
+	Keep int
+	// Epoch, when positive, restricts Restore to that epoch (gompiexec
+	// -ckpoint-num).
+	Epoch int
+	// Requests delivers checkpoint requests. Default: the proxy's event
+	// channel (SIGUSR1 to gompiexec), when the process has one.
+	Requests <-chan struct{}
+}
+
+// FromEnv is the configuration gompiexec passes to ranks. Malformed
+// variables are reported by New.
+func FromEnv() Config {
+	c := Config{Prefix: os.Getenv(EnvPrefix), Cache: os.Getenv(EnvCache)}
+	if v := os.Getenv(EnvInterval); v != "" {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
+			c.Interval = time.Duration(f * float64(time.Second))
+		} else {
+			c.Interval = -1
+		}
+	}
+	if v := os.Getenv(EnvKeep); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			c.Keep = n
+		} else {
+			c.Keep = -1
+		}
+	}
+	if v := os.Getenv(EnvEpoch); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			c.Epoch = n
+		} else {
+			c.Epoch = -1
+		}
+	}
+	return c
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Prefix == "":
+		return ErrNoPrefix
+	case c.Interval < 0:
+		return fmt.Errorf("ckpt: %s=%q: want seconds >= 0", EnvInterval, os.Getenv(EnvInterval))
+	case c.Keep < 0:
+		return fmt.Errorf("ckpt: %s=%q: want an integer >= 1", EnvKeep, os.Getenv(EnvKeep))
+	case c.Epoch < 0:
+		return fmt.Errorf("ckpt: %s=%q: want an epoch number >= 1", EnvEpoch, os.Getenv(EnvEpoch))
+	}
+	if c.Keep == 0 {
+		c.Keep = DefaultKeep
+	}
+	return nil
+}
+
+// Ckpt checkpoints one job's registered state. Its methods other than
+// Register* are collective over the communicator given to New.
+type Ckpt struct {
+	comm     *mpi.Comm
+	cfg      Config
+	secs     []section
+	names    map[string]bool
+	redist   func(*OldEpoch) error
+	leader   bool // writes this node's cache manifest
+	next     int  // the next epoch's number
+	restored int
+	last     time.Time
+	step     int64
+
+	// Requests are numbered: reqSeq is the highest this rank received,
+	// handled the highest the ranks agreed on, so a request that reaches
+	// ranks at different steps yields one checkpoint, not one per rank.
+	reqSeq  atomic.Int64
+	handled atomic.Int64
+	stop    chan struct{}
+
+	// Cache level.
+	flushQ       chan flushJob
+	flushWG      sync.WaitGroup
+	flushed      atomic.Int64 // newest epoch this rank flushed
+	flushErr     atomic.Value // error
+	pending      map[int]*layout.Manifest
+	prefixCommit int // newest epoch committed in Prefix (as rank 0 last said)
+	closed       bool
+}
+
+type flushJob struct {
+	epoch int
+	file  layout.File
+}
+
+// New prepares checkpointing for comm's ranks (collective). It creates
+// the prefix and cache directories.
+func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{cfg.Prefix, cfg.Cache} {
+		if d != "" {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, fmt.Errorf("ckpt: rank %d: %w", comm.Rank(), err)
+			}
+		}
+	}
+	dup, err := comm.Dup()
+	if err != nil {
+		return nil, err
+	}
+	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
+		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}}
+	// Epoch numbers continue after the highest directory any rank sees.
+	hi := -1
+	for _, d := range []string{cfg.Prefix, cfg.Cache} {
+		if d != "" {
+			n, err := layout.MaxEpoch(d)
+			if err != nil {
+				return nil, fmt.Errorf("ckpt: rank %d: %w", comm.Rank(), err)
+			}
+			hi = max(hi, n)
+		}
+	}
+	if c.cfg.Cache != "" {
+		// The first rank of each node (same host, same cache) writes its
+		// cache manifest.
+		id := dup.ProcessorName() + "\x00" + cfg.Cache
+		ids, err := mpi.AllgatherValue(dup, id)
+		if err != nil {
+			return nil, err
+		}
+		for r, v := range ids {
+			if v == id {
+				c.leader = r == dup.Rank()
+				break
+			}
+		}
+		c.flushQ = make(chan flushJob, 64)
+		c.flushWG.Add(1)
+		go c.flusher()
+	}
+	v := []int64{int64(hi)}
+	if err := mpi.Allreduce(dup, v, v, mpi.Max); err != nil {
+		return nil, err
+	}
+	c.next = max(int(v[0])+1, 1)
+	if m, err := layout.Newest(cfg.Prefix); err == nil {
+		c.prefixCommit = m.Epoch
+	}
+	if cfg.Requests != nil {
+		go func() {
+			for {
+				select {
+				case _, ok := <-cfg.Requests:
+					if !ok {
+						return
+					}
+					c.Request()
+				case <-c.stop:
+					return
+				}
+			}
+		}()
+	} else if evs := rankevent.Subscribe(); evs != nil {
+		go func() {
+			for {
+				select {
+				case ev := <-evs:
+					if ev.T == rankevent.Checkpoint {
+						c.raise(ev.Seq)
+					}
+				case <-c.stop:
+					return
+				}
+			}
+		}()
+	}
+	return c, nil
+}
+
+// raise records request seq.
+func (c *Ckpt) raise(seq int64) {
+	for {
+		cur := c.reqSeq.Load()
+		if seq <= cur || c.reqSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// Request asks for a checkpoint at the next NeedCheckpoint, as SIGUSR1 to
+// gompiexec does.
+func (c *Ckpt) Request() { c.raise(max(c.reqSeq.Load(), c.handled.Load()) + 1) }
+
+func (c *Ckpt) register(s section) {
+	if c.names[s.name] {
+		panic(fmt.Sprintf("ckpt: section %q registered twice", s.name))
+	}
+	c.names[s.name] = true
+	c.secs = append(c.secs, s)
+}
+
+// Register saves *ptr (ptr must be a pointer) with encoding/gob.
+func (c *Ckpt) Register(name string, ptr any) { c.register(gobSection(name, ptr)) }
+
+// RegisterSlice saves *s's elements as raw bytes (the fastest way for
+// large numeric state). Restore resizes *s when the saved length differs.
+func RegisterSlice[T mpi.Number](c *Ckpt, name string, s *[]T) { c.register(rawSection(name, s)) }
+
+// RegisterStream saves state through w and restores it through r.
+func (c *Ckpt) RegisterStream(name string, w io.WriterTo, r io.ReaderFrom) {
+	c.register(streamSection(name, w, r))
+}
+
+// SetStep records the application's step counter in the next manifest
+// (shown by gompiexec ckpt list).
+func (c *Ckpt) SetStep(step int64) { c.step = step }
+
+// Epoch is the newest epoch this job committed or restored (0: none).
+func (c *Ckpt) Epoch() int { return c.next - 1 }
+
+// NeedCheckpoint reports, identically on every rank, whether to checkpoint
+// now: the interval elapsed on some rank or a checkpoint was requested.
+// It also commits cache epochs whose flush every rank completed.
+func (c *Ckpt) NeedCheckpoint() (bool, error) {
+	local := c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval
+	need, err := c.sync(local)
+	if err != nil {
+		return false, err
+	}
+	return need, nil
+}
+
+// sync is the one reduction NeedCheckpoint costs: it agrees on whether to
+// checkpoint and on which flushed epoch to commit in the prefix.
+func (c *Ckpt) sync(want bool) (bool, error) {
+	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load()}
+	if want {
+		v[0] = 1
+	}
+	if c.cfg.Cache == "" {
+		v[1] = 0
+	}
+	if c.comm.Rank() == 0 {
+		v[2] = int64(c.prefixCommit)
+	}
+	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
+		return false, err
+	}
+	if v[3] > c.handled.Load() {
+		c.handled.Store(v[3])
+		v[0] = 1
+	}
+	flushed := int(-v[1])
+	if c.comm.Rank() == 0 {
+		c.commitFlushed(flushed)
+	} else {
+		c.prefixCommit = int(v[2])
+	}
+	return v[0] == 1, nil
+}
+
+// commitFlushed (rank 0) commits in the prefix the newest epoch every
+// rank has flushed.
+func (c *Ckpt) commitFlushed(flushed int) {
+	m := c.pending[flushed]
+	if m == nil || flushed <= c.prefixCommit {
+		return
+	}
+	if err := layout.Commit(c.cfg.Prefix, m); err != nil {
+		fmt.Fprintf(os.Stderr, "ckpt: commit flushed epoch %d in %s: %v\n", flushed, c.cfg.Prefix, err)
+		return
+	}
+	c.prefixCommit = flushed
+	for e := range c.pending {
+		if e <= flushed {
+			delete(c.pending, e)
+		}
+	}
+	if err := layout.Prune(c.cfg.Prefix, c.cfg.Keep); err != nil {
+		fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
+	}
+}
+
+// result is what each rank reports after writing its file.
+type result struct {
+	File layout.File
+	Err  string
+}
+
+// Checkpoint saves every registered section as a new epoch (collective).
+// It returns once the epoch is committed: in the prefix, or with a cache,
+// in every node's cache (the flush to the prefix goes on in the
+// background).
+func (c *Ckpt) Checkpoint() error {
+	if c.closed {
+		return errors.New("ckpt: Checkpoint after Close")
+	}
+	if _, err := c.sync(false); err != nil {
+		return err
+	}
+	e := c.next
+	c.next++
+	dir := c.cfg.Prefix
+	if c.cfg.Cache != "" {
+		dir = c.cfg.Cache
+	}
+	rank, size := c.comm.Rank(), c.comm.Size()
+	var res result
+	w, err := layout.Create(dir, e, rank)
+	if err == nil {
+		err = writeSections(w, c.secs, index{Epoch: e, Rank: rank, Ranks: size})
+		if err != nil {
+			w.Abort()
+		} else {
+			res.File, err = w.Close()
+		}
+	}
+	if err != nil {
+		res.Err = fmt.Sprintf("rank %d: %v", rank, err)
+	}
+	all, err := mpi.AllgatherValue(c.comm, res)
+	if err != nil {
+		return err
+	}
+	m := &layout.Manifest{Epoch: e, Ranks: size, Step: c.step, Time: time.Now().UTC()}
+	for _, r := range all {
+		if r.Err != "" {
+			return fmt.Errorf("ckpt: epoch %d not committed: %s", e, r.Err)
+		}
+		m.Files = append(m.Files, r.File)
+	}
+	var commitErr string
+	committer := rank == 0
+	if c.cfg.Cache != "" {
+		committer = c.leader
+	}
+	if committer {
+		if err := layout.Commit(dir, m); err != nil {
+			commitErr = fmt.Sprintf("rank %d: %v", rank, err)
+		}
+	}
+	errs, err := mpi.AllgatherValue(c.comm, commitErr)
+	if err != nil {
+		return err
+	}
+	for _, s := range errs {
+		if s != "" {
+			return fmt.Errorf("ckpt: epoch %d not committed: %s", e, s)
+		}
+	}
+	c.last = time.Now()
+	if c.cfg.Cache == "" {
+		if rank == 0 {
+			c.prefixCommit = e
+			if err := layout.Prune(c.cfg.Prefix, c.cfg.Keep); err != nil {
+				return fmt.Errorf("ckpt: prune %s: %w", c.cfg.Prefix, err)
+			}
+		}
+		return nil
+	}
+	if rank == 0 {
+		c.pending[e] = m
+	}
+	c.flushQ <- flushJob{epoch: e, file: res.File}
+	if c.leader {
+		c.pruneCache()
+	}
+	return nil
+}
+
+// flusher copies this rank's cache files to the prefix, in epoch order.
+func (c *Ckpt) flusher() {
+	defer c.flushWG.Done()
+	for j := range c.flushQ {
+		if err := layout.CopyFile(c.cfg.Cache, c.cfg.Prefix, j.epoch, j.file); err != nil {
+			c.flushErr.Store(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
+			continue
+		}
+		c.flushed.Store(int64(j.epoch))
+	}
+}
+
+// pruneCache keeps the newest Keep committed cache epochs, and never one
+// newer than the newest epoch committed in the prefix (its only copy).
+func (c *Ckpt) pruneCache() {
+	eps, err := layout.List(c.cfg.Cache)
+	if err != nil {
+		return
+	}
+	kept := 0
+	for i := len(eps) - 1; i >= 0; i-- {
+		e := eps[i]
+		if e.Committed() {
+			kept++
+			if kept <= c.cfg.Keep {
+				continue
+			}
+		}
+		if e.Epoch > c.prefixCommit {
+			continue // not yet in the prefix: the only copy
+		}
+		layout.Remove(c.cfg.Cache, e.Epoch)
+	}
+}
+
+// FlushError is the last error of the background flush, if any.
+func (c *Ckpt) FlushError() error {
+	err, _ := c.flushErr.Load().(error)
+	return err
+}
+
+// Close waits for the background flush and commits the newest flushed
+// epoch in the prefix (collective).
+func (c *Ckpt) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	close(c.stop)
+	if c.flushQ != nil {
+		close(c.flushQ)
+		c.flushWG.Wait()
+		if _, err := c.sync(false); err != nil {
+			return err
+		}
+		if err := c.FlushError(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

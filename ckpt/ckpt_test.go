@@ -1,0 +1,388 @@
+package ckpt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/ckpt/layout"
+	mpi "github.com/gompi/gompi/runtime"
+)
+
+// runRanks runs f on n in-process ranks and returns their errors.
+func runRanks(t *testing.T, n int, f func(c *mpi.Comm) error) []error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	job := mpi.NewMemJob(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := mpi.InitConfig(ctx, mpi.Config{Bootstrap: job.Rank(i), Host: "127.0.0.1"})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			errs[i] = f(c)
+			if ferr := c.Finalize(); errs[i] == nil {
+				errs[i] = ferr
+			}
+		}(i)
+	}
+	wg.Wait()
+	return errs
+}
+
+func noErrs(t *testing.T, errs []error) {
+	t.Helper()
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}
+
+// state is an application's state in these tests.
+type state struct {
+	Step int
+	Grid []float64
+	Blob *blob
+}
+
+// blob is large state saved through io.WriterTo/io.ReaderFrom; fail makes
+// its reader report a failed read.
+type blob struct {
+	data []byte
+	fail bool
+}
+
+func (b *blob) WriteTo(w io.Writer) (int64, error) {
+	n, err := w.Write(b.data)
+	return int64(n), err
+}
+
+func (b *blob) ReadFrom(r io.Reader) (int64, error) {
+	if b.fail {
+		return 0, errors.New("application refuses this read")
+	}
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(r)
+	b.data = buf.Bytes()
+	return n, err
+}
+
+func (s *state) register(c *Ckpt) {
+	c.Register("step", &s.Step)
+	RegisterSlice(c, "grid", &s.Grid)
+	c.RegisterStream("blob", s.Blob, s.Blob)
+}
+
+func newState(rank, step int) *state {
+	s := &state{Step: step, Grid: make([]float64, 100), Blob: &blob{data: []byte(fmt.Sprintf("rank %d step %d", rank, step))}}
+	for i := range s.Grid {
+		s.Grid[i] = float64(rank*1000+i) + float64(step)/10
+	}
+	return s
+}
+
+// checkpointSteps writes one epoch per step in steps.
+func checkpointSteps(t *testing.T, n int, cfg Config, steps ...int) {
+	t.Helper()
+	noErrs(t, runRanks(t, n, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := newState(comm.Rank(), 0)
+		s.register(c)
+		for _, st := range steps {
+			ns := newState(comm.Rank(), st)
+			s.Step, s.Grid, s.Blob.data = ns.Step, ns.Grid, ns.Blob.data
+			if err := c.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		return c.Close()
+	}))
+}
+
+// restoreAll restores on n ranks and returns each rank's epoch, state and
+// error; failRank's reader fails for the newest epoch.
+func restoreAll(t *testing.T, n int, cfg Config, failRank int) ([]int, []*state, []error) {
+	t.Helper()
+	eps := make([]int, n)
+	sts := make([]*state, n)
+	errs := runRanks(t, n, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := &state{Blob: &blob{}}
+		s.register(c)
+		if comm.Rank() == failRank {
+			// The reader fails once: candidates are tried newest first,
+			// so it refuses the newest epoch only.
+			s.Blob.fail = true
+			orig := c.secs[2].load
+			c.secs[2].load = func(r io.Reader, size int64) error {
+				err := orig(r, size)
+				s.Blob.fail = false
+				return err
+			}
+		}
+		e, err := c.Restore()
+		eps[comm.Rank()], sts[comm.Rank()] = e, s
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	return eps, sts, errs
+}
+
+func checkState(t *testing.T, sts []*state, step int) {
+	t.Helper()
+	for r, s := range sts {
+		want := newState(r, step)
+		if s.Step != want.Step || fmt.Sprint(s.Grid) != fmt.Sprint(want.Grid) || !bytes.Equal(s.Blob.data, want.Blob.data) {
+			t.Fatalf("rank %d restored step %d %q, want step %d %q", r, s.Step, s.Blob.data, step, want.Blob.data)
+		}
+	}
+}
+
+func TestCheckpointRestore(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Keep: 5}
+	checkpointSteps(t, 3, cfg, 10, 20)
+	eps, sts, errs := restoreAll(t, 3, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 2 || eps[2] != 2 {
+		t.Fatalf("restored epochs %v, want 2", eps)
+	}
+	checkState(t, sts, 20)
+	// A second run continues the epoch counter.
+	checkpointSteps(t, 3, cfg, 30)
+	if m, err := layout.Newest(cfg.Prefix); err != nil || m.Epoch != 3 {
+		t.Fatalf("newest after a second run: %+v %v, want epoch 3", m, err)
+	}
+}
+
+func TestRestoreFallsBackTogether(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(prefix string) error
+	}{
+		{"deleted rank file", func(p string) error { return os.Remove(layout.RankPath(p, 2, 1)) }},
+		{"one byte", func(p string) error {
+			path := layout.RankPath(p, 2, 2)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			b[7] ^= 0x40
+			return os.WriteFile(path, b, 0o644)
+		}},
+		{"uncommitted newest", func(p string) error { return os.Remove(p + "/epoch.000002/MANIFEST") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Prefix: t.TempDir(), Keep: 5}
+			checkpointSteps(t, 3, cfg, 10, 20)
+			if err := tc.damage(cfg.Prefix); err != nil {
+				t.Fatal(err)
+			}
+			eps, sts, errs := restoreAll(t, 3, cfg, -1)
+			noErrs(t, errs)
+			if eps[0] != 1 || eps[1] != 1 || eps[2] != 1 {
+				t.Fatalf("restored epochs %v, want 1 on every rank", eps)
+			}
+			checkState(t, sts, 10)
+		})
+	}
+}
+
+func TestRestoreFailedRead(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Keep: 5}
+	checkpointSteps(t, 3, cfg, 10, 20)
+	eps, sts, errs := restoreAll(t, 3, cfg, 1)
+	noErrs(t, errs)
+	if eps[0] != 1 || eps[2] != 1 {
+		t.Fatalf("a rank failed reading epoch 2: restored %v, want 1 everywhere", eps)
+	}
+	checkState(t, sts, 10)
+}
+
+func TestRestoreNothing(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir()}
+	_, _, errs := restoreAll(t, 2, cfg, -1)
+	for r, err := range errs {
+		if !errors.Is(err, ErrNoCheckpoint) {
+			t.Fatalf("rank %d: %v, want ErrNoCheckpoint", r, err)
+		}
+	}
+	// Every epoch damaged: the same, naming why.
+	checkpointSteps(t, 2, cfg, 10)
+	os.Remove(layout.RankPath(cfg.Prefix, 1, 0))
+	_, _, errs = restoreAll(t, 2, cfg, -1)
+	var re *RestoreError
+	if !errors.Is(errs[0], ErrNoCheckpoint) || !errors.As(errs[0], &re) || len(re.Tried) != 1 {
+		t.Fatalf("rank 0: %v, want a RestoreError for epoch 1", errs[0])
+	}
+}
+
+func TestRestoreOtherRankCount(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir()}
+	checkpointSteps(t, 3, cfg, 10)
+	_, _, errs := restoreAll(t, 2, cfg, -1)
+	for r, err := range errs {
+		if !errors.Is(err, ErrRankCount) {
+			t.Fatalf("rank %d: %v, want ErrRankCount", r, err)
+		}
+	}
+	// With a callback, 2 ranks take the 3 old ranks' steps.
+	got := make([][]int, 2)
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		var step int
+		c.Register("step", &step)
+		c.SetRedistribute(func(o *OldEpoch) error {
+			for r := comm.Rank(); r < o.Ranks; r += comm.Size() {
+				b, err := o.Section(r, "blob")
+				if err != nil {
+					return err
+				}
+				got[comm.Rank()] = append(got[comm.Rank()], len(b))
+			}
+			return nil
+		})
+		if _, err := c.Restore(); err != nil {
+			return err
+		}
+		return c.Close()
+	}))
+	if len(got[0]) != 2 || len(got[1]) != 1 {
+		t.Fatalf("redistribution read %v", got)
+	}
+}
+
+func TestNeedCheckpointAgrees(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir()}
+	reqs := make([]chan struct{}, 3)
+	for i := range reqs {
+		reqs[i] = make(chan struct{}, 1)
+	}
+	answers := make([][]bool, 3)
+	noErrs(t, runRanks(t, 3, func(comm *mpi.Comm) error {
+		cc := cfg
+		cc.Requests = reqs[comm.Rank()]
+		c, err := New(context.Background(), comm, cc)
+		if err != nil {
+			return err
+		}
+		if comm.Rank() == 1 {
+			c.Request() // as a request through the event channel would
+		}
+		for i := 0; i < 3; i++ {
+			if i == 1 && comm.Rank() == 2 {
+				// The event record for the same request reaches rank 2
+				// a step late: no second checkpoint.
+				c.raise(1)
+			}
+			need, err := c.NeedCheckpoint()
+			if err != nil {
+				return err
+			}
+			answers[comm.Rank()] = append(answers[comm.Rank()], need)
+		}
+		return c.Close()
+	}))
+	for r, a := range answers {
+		if len(a) != 3 || !a[0] || a[1] || a[2] {
+			t.Fatalf("rank %d answered %v, want [true false false]", r, a)
+		}
+	}
+}
+
+func TestKeep(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Keep: 2}
+	checkpointSteps(t, 2, cfg, 1, 2, 3, 4)
+	eps, err := layout.List(cfg.Prefix)
+	if err != nil || len(eps) != 2 || eps[0].Epoch != 3 || eps[1].Epoch != 4 {
+		t.Fatalf("epochs %+v %v, want 3 and 4", eps, err)
+	}
+}
+
+func TestCacheLevel(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 2}
+	checkpointSteps(t, 3, cfg, 10, 20, 30)
+	// Close waited for the flush: the newest epoch is committed in the
+	// prefix and intact there.
+	m, err := layout.Newest(cfg.Prefix)
+	if err != nil || m.Epoch != 3 {
+		t.Fatalf("prefix newest %+v %v, want epoch 3", m, err)
+	}
+	if bad, err := layout.Verify(cfg.Prefix, 3); err != nil || bad != nil {
+		t.Fatalf("flushed epoch: %v %v", bad, err)
+	}
+	// Losing the whole cache: restart from the prefix.
+	os.RemoveAll(cfg.Cache)
+	eps, sts, errs := restoreAll(t, 3, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 3 {
+		t.Fatalf("restored %v, want 3", eps)
+	}
+	checkState(t, sts, 30)
+}
+
+func TestCacheOnlyEpoch(t *testing.T) {
+	// An epoch whose flush never completed is restartable from the
+	// caches, and not from the prefix.
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 3}
+	checkpointSteps(t, 2, cfg, 10, 20)
+	if err := layout.Remove(cfg.Prefix, 2); err != nil {
+		t.Fatal(err)
+	}
+	eps, sts, errs := restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 2 {
+		t.Fatalf("restored %v, want 2 from the cache", eps)
+	}
+	checkState(t, sts, 20)
+	// The newest epoch deleted from the cache too: epoch 1 from wherever.
+	layout.Remove(cfg.Cache, 2)
+	eps, sts, errs = restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 1 {
+		t.Fatalf("restored %v, want 1", eps)
+	}
+	checkState(t, sts, 10)
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	t.Setenv(EnvPrefix, "/p")
+	t.Setenv(EnvInterval, "1.5")
+	t.Setenv(EnvKeep, "3")
+	t.Setenv(EnvEpoch, "7")
+	c := FromEnv()
+	if err := c.validate(); err != nil || c.Prefix != "/p" || c.Interval != 1500*time.Millisecond || c.Keep != 3 || c.Epoch != 7 {
+		t.Fatalf("FromEnv = %+v, %v", c, err)
+	}
+	t.Setenv(EnvKeep, "zero")
+	c = FromEnv()
+	if err := c.validate(); err == nil {
+		t.Fatal("bad GOMPI_CKPT_KEEP accepted")
+	}
+	if err := (&Config{}).validate(); !errors.Is(err, ErrNoPrefix) {
+		t.Fatalf("empty config: %v", err)
+	}
+}

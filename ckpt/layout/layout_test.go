@@ -1,0 +1,202 @@
+package layout
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// writeEpoch writes ranks files of epoch e with distinct contents and
+// commits it when commit is set.
+func writeEpoch(t *testing.T, prefix string, e, ranks int, commit bool) *Manifest {
+	t.Helper()
+	m := &Manifest{Epoch: e, Ranks: ranks}
+	for r := 0; r < ranks; r++ {
+		w, err := Create(prefix, e, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 100; i++ {
+			w.Write([]byte{byte(e), byte(r), byte(i)})
+		}
+		f, err := w.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Files = append(m.Files, f)
+	}
+	if commit {
+		if err := Commit(prefix, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return m
+}
+
+func TestCommitListVerify(t *testing.T) {
+	prefix := t.TempDir()
+	if _, err := Newest(prefix); !errors.Is(err, ErrNoEpoch) {
+		t.Fatalf("empty prefix: %v, want ErrNoEpoch", err)
+	}
+	writeEpoch(t, prefix, 1, 3, true)
+	writeEpoch(t, prefix, 2, 3, false) // a crash before commit
+	eps, err := List(prefix)
+	if err != nil || len(eps) != 2 || !eps[0].Committed() || eps[1].Committed() {
+		t.Fatalf("List = %+v, %v", eps, err)
+	}
+	m, err := Newest(prefix)
+	if err != nil || m.Epoch != 1 || m.Size() != 900 {
+		t.Fatalf("Newest = %+v, %v; want epoch 1 of 900 bytes", m, err)
+	}
+	if n, _ := MaxEpoch(prefix); n != 2 {
+		t.Fatalf("MaxEpoch = %d, want 2", n)
+	}
+	if bad, err := Verify(prefix, 1); err != nil || bad != nil {
+		t.Fatalf("Verify intact epoch: %v %v", bad, err)
+	}
+	if _, err := Verify(prefix, 2); !errors.Is(err, ErrUncommitted) {
+		t.Fatalf("Verify uncommitted: %v", err)
+	}
+}
+
+func TestVerifyDamage(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(path string) error
+		want   error
+	}{
+		{"missing", os.Remove, ErrMissing},
+		{"one byte", func(p string) error {
+			b, _ := os.ReadFile(p)
+			b[len(b)/2] ^= 1
+			return os.WriteFile(p, b, 0o644)
+		}, ErrCorrupt},
+		{"truncated", func(p string) error { return os.Truncate(p, 10) }, ErrCorrupt},
+		{"longer", func(p string) error {
+			f, err := os.OpenFile(p, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			f.Write([]byte{0})
+			return f.Close()
+		}, ErrCorrupt},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := t.TempDir()
+			writeEpoch(t, prefix, 4, 3, true)
+			if err := tc.damage(RankPath(prefix, 4, 1)); err != nil {
+				t.Fatal(err)
+			}
+			bad, err := Verify(prefix, 4)
+			if err != nil || len(bad) != 1 || !errors.Is(bad[0], tc.want) {
+				t.Fatalf("Verify = %v, %v; want one %v", bad, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestPrune(t *testing.T) {
+	prefix := t.TempDir()
+	for e := 1; e <= 5; e++ {
+		writeEpoch(t, prefix, e, 2, e != 3)
+	}
+	writeEpoch(t, prefix, 6, 2, false) // in progress: kept
+	if err := Prune(prefix, 2); err != nil {
+		t.Fatal(err)
+	}
+	eps, _ := List(prefix)
+	var got []int
+	for _, e := range eps {
+		got = append(got, e.Epoch)
+	}
+	if len(got) != 3 || got[0] != 4 || got[1] != 5 || got[2] != 6 {
+		t.Fatalf("after Prune(2) epochs %v, want [4 5 6]", got)
+	}
+}
+
+func TestRemoveUncommitsFirst(t *testing.T) {
+	prefix := t.TempDir()
+	writeEpoch(t, prefix, 1, 2, true)
+	// A removal interrupted after the manifest went leaves an uncommitted
+	// directory: make the rest of the removal fail.
+	dir := EpochDir(prefix, 1)
+	os.Remove(filepath.Join(dir, ManifestName))
+	if m, err := Newest(prefix); err == nil {
+		t.Fatalf("epoch without manifest counted as committed: %+v", m)
+	}
+	if err := Remove(prefix, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there: %v", dir, err)
+	}
+}
+
+func TestCopyFile(t *testing.T) {
+	cache, prefix := t.TempDir(), t.TempDir()
+	m := writeEpoch(t, cache, 7, 2, true)
+	for _, f := range m.Files {
+		if err := CopyFile(cache, prefix, 7, f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Commit(prefix, m); err != nil {
+		t.Fatal(err)
+	}
+	if bad, err := Verify(prefix, 7); err != nil || bad != nil {
+		t.Fatalf("flushed copy: %v %v", bad, err)
+	}
+	// A source damaged after commit is caught during the copy.
+	b, _ := os.ReadFile(RankPath(cache, 7, 0))
+	b[0] ^= 0xff
+	os.WriteFile(RankPath(cache, 7, 0), b, 0o644)
+	if err := CopyFile(cache, t.TempDir(), 7, m.Files[0]); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("copy of a damaged file: %v", err)
+	}
+}
+
+func TestParseManifestRejects(t *testing.T) {
+	good := `{"version":1,"epoch":2,"ranks":1,"time":"2026-01-01T00:00:00Z","files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"0000abcd"}]}`
+	if _, err := ParseManifest([]byte(good), "m"); err != nil {
+		t.Fatalf("good manifest: %v", err)
+	}
+	for name, bad := range map[string]string{
+		"version":   `{"version":2,"epoch":2,"ranks":1,"files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"0000abcd"}]}`,
+		"count":     `{"version":1,"epoch":2,"ranks":2,"files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"0000abcd"}]}`,
+		"crc":       `{"version":1,"epoch":2,"ranks":1,"files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"xyz"}]}`,
+		"name":      `{"version":1,"epoch":2,"ranks":1,"files":[{"rank":0,"name":"../etc/passwd","size":3,"crc32c":"0000abcd"}]}`,
+		"negative":  `{"version":1,"epoch":2,"ranks":1,"files":[{"rank":0,"name":"rank.00000","size":-3,"crc32c":"0000abcd"}]}`,
+		"unknown":   `{"version":1,"epoch":2,"ranks":1,"extra":1,"files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"0000abcd"}]}`,
+		"trailing":  good + `{}`,
+		"truncated": good[:40],
+	} {
+		if _, err := ParseManifest([]byte(bad), "m"); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("%s: ParseManifest = %v, want ErrCorrupt", name, err)
+		}
+	}
+}
+
+func FuzzParseManifest(f *testing.F) {
+	f.Add([]byte(`{"version":1,"epoch":2,"ranks":1,"time":"2026-01-01T00:00:00Z","files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"0000abcd"}]}`))
+	f.Add([]byte(`{"version":1,"epoch":0,"ranks":0,"files":[]}`))
+	f.Add([]byte(`{`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseManifest(data, "fuzz")
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error not ErrCorrupt: %v", err)
+			}
+			return
+		}
+		// Whatever parses must name only the files the layout writes.
+		if len(m.Files) != m.Ranks {
+			t.Fatalf("%d files for %d ranks", len(m.Files), m.Ranks)
+		}
+		for i, fl := range m.Files {
+			if fl.Name != RankName(i) || fl.Size < 0 {
+				t.Fatalf("bad file entry accepted: %+v", fl)
+			}
+		}
+	})
+}

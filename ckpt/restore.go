@@ -1,0 +1,235 @@
+package ckpt
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gompi/gompi/ckpt/layout"
+	mpi "github.com/gompi/gompi/runtime"
+)
+
+// OldEpoch gives a redistribution callback the files of an epoch written
+// by a different number of ranks.
+type OldEpoch struct {
+	Epoch int
+	Ranks int // the size of the job that wrote it
+	c     *Ckpt
+	m     *layout.Manifest
+	dir   map[int]string // where each old rank's verified file is
+}
+
+// Section returns old rank r's saved section name, read whole.
+func (o *OldEpoch) Section(r int, name string) ([]byte, error) {
+	if r < 0 || r >= o.Ranks {
+		return nil, fmt.Errorf("ckpt: epoch %d has ranks 0..%d, not %d", o.Epoch, o.Ranks-1, r)
+	}
+	dir, ok := o.dir[r]
+	if !ok {
+		var err error
+		dir, err = o.c.verified(o.m, r)
+		if err != nil {
+			return nil, err
+		}
+		o.dir[r] = dir
+	}
+	rf, err := openRankFile(layout.RankPath(dir, o.Epoch, r))
+	if err != nil {
+		return nil, err
+	}
+	defer rf.close()
+	rd, _, err := rf.section(name)
+	if err != nil {
+		return nil, fmt.Errorf("ckpt: epoch %d rank %d: %w", o.Epoch, r, err)
+	}
+	return io.ReadAll(rd)
+}
+
+// SetRedistribute registers f to restore an epoch written by a different
+// number of ranks: Restore calls it on every rank instead of loading the
+// sections, and f reads what this rank needs with OldEpoch.Section.
+func (c *Ckpt) SetRedistribute(f func(*OldEpoch) error) { c.redist = f }
+
+// candidates lists, newest first, the epochs some rank sees committed in
+// the prefix or its cache.
+func (c *Ckpt) candidates() ([]int, error) {
+	var mine []int
+	for _, d := range []string{c.cfg.Prefix, c.cfg.Cache} {
+		if d == "" {
+			continue
+		}
+		eps, err := layout.List(d)
+		if err != nil {
+			return nil, fmt.Errorf("ckpt: rank %d: %w", c.comm.Rank(), err)
+		}
+		for _, e := range eps {
+			if e.Committed() {
+				mine = append(mine, e.Epoch)
+			}
+		}
+	}
+	all, err := mpi.AllgatherValue(c.comm, mine)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, l := range all {
+		for _, e := range l {
+			if !seen[e] && (c.cfg.Epoch == 0 || e == c.cfg.Epoch) {
+				seen[e] = true
+				out = append(out, e)
+			}
+		}
+	}
+	sort.Sort(sort.Reverse(sort.IntSlice(out)))
+	return out, nil
+}
+
+// HaveRestart reports whether some rank sees a committed epoch to restart
+// from (collective). Restore decides which one every rank can read.
+func (c *Ckpt) HaveRestart() (bool, error) {
+	cs, err := c.candidates()
+	return len(cs) > 0, err
+}
+
+// manifest is epoch e's manifest as this rank sees it: the cache copy
+// first, then the prefix's.
+func (c *Ckpt) manifest(e int) (*layout.Manifest, error) {
+	var errs []string
+	for _, d := range []string{c.cfg.Cache, c.cfg.Prefix} {
+		if d == "" {
+			continue
+		}
+		m, err := layout.ReadManifest(d, e)
+		if err == nil {
+			return m, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return nil, fmt.Errorf("epoch %d: %s", e, strings.Join(errs, "; "))
+}
+
+// verified returns the directory (cache or prefix) holding an intact copy
+// of rank r's file of m.
+func (c *Ckpt) verified(m *layout.Manifest, r int) (string, error) {
+	var errs []string
+	for _, d := range []string{c.cfg.Cache, c.cfg.Prefix} {
+		if d == "" {
+			continue
+		}
+		err := layout.VerifyFile(d, m.Epoch, m.Files[r])
+		if err == nil {
+			return d, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return "", fmt.Errorf("ckpt: epoch %d rank %d: %s", m.Epoch, r, strings.Join(errs, "; "))
+}
+
+// load reads this rank's sections of epoch e.
+func (c *Ckpt) load(e int) (mismatch bool, err error) {
+	rank, size := c.comm.Rank(), c.comm.Size()
+	m, err := c.manifest(e)
+	if err != nil {
+		return false, err
+	}
+	if m.Ranks != size {
+		if c.redist == nil {
+			return true, fmt.Errorf("%w: epoch %d in %s was written by %d ranks, this job has %d (restart with -n %d, or register a redistribution callback with SetRedistribute)",
+				ErrRankCount, e, c.cfg.Prefix, m.Ranks, size, m.Ranks)
+		}
+		return false, c.redist(&OldEpoch{Epoch: e, Ranks: m.Ranks, c: c, m: m, dir: map[int]string{}})
+	}
+	dir, err := c.verified(m, rank)
+	if err != nil {
+		return false, err
+	}
+	rf, err := openRankFile(layout.RankPath(dir, e, rank))
+	if err != nil {
+		return false, err
+	}
+	defer rf.close()
+	if rf.ix.Epoch != e || rf.ix.Rank != rank {
+		return false, fmt.Errorf("ckpt: %s holds epoch %d rank %d", layout.RankPath(dir, e, rank), rf.ix.Epoch, rf.ix.Rank)
+	}
+	for _, s := range c.secs {
+		rd, n, err := rf.section(s.name)
+		if err != nil {
+			return false, fmt.Errorf("ckpt: epoch %d rank %d: %w", e, rank, err)
+		}
+		if err := s.load(rd, n); err != nil {
+			return false, fmt.Errorf("ckpt: epoch %d rank %d: section %q: %w", e, rank, s.name, err)
+		}
+	}
+	return false, nil
+}
+
+// RestoreError lists why each failed epoch could not be restored.
+type RestoreError struct {
+	Tried []error // one per epoch tried, newest first (this rank's view)
+}
+
+func (e *RestoreError) Error() string {
+	var b strings.Builder
+	b.WriteString(ErrNoCheckpoint.Error())
+	for _, err := range e.Tried {
+		b.WriteString("; ")
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (e *RestoreError) Is(target error) bool { return target == ErrNoCheckpoint }
+
+// Restore loads the newest epoch that every rank reads back intact
+// (collective): each rank verifies its file's checksum and loads its
+// sections; when any rank fails, all move to the next older epoch
+// together. It returns the epoch restored, or an error matching
+// ErrNoCheckpoint when there is none (start from the beginning), or
+// ErrRankCount.
+func (c *Ckpt) Restore() (int, error) {
+	cs, err := c.candidates()
+	if err != nil {
+		return 0, err
+	}
+	var tried []error
+	for _, e := range cs {
+		mismatch, lerr := c.load(e)
+		v := []int64{0, 0}
+		if lerr != nil {
+			v[0] = 1
+			tried = append(tried, lerr)
+		}
+		if mismatch {
+			v[1] = 1
+		}
+		if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
+			return 0, err
+		}
+		if v[1] == 1 {
+			if lerr == nil || !errors.Is(lerr, ErrRankCount) {
+				lerr = fmt.Errorf("%w: epoch %d (another rank says so)", ErrRankCount, e)
+			}
+			return 0, lerr
+		}
+		if v[0] == 0 {
+			c.restored = e
+			c.last = time.Now()
+			return e, nil
+		}
+		if lerr == nil {
+			tried = append(tried, fmt.Errorf("epoch %d: another rank could not read its file", e))
+		}
+	}
+	if c.cfg.Epoch > 0 {
+		return 0, fmt.Errorf("ckpt: -ckpoint-num %d: %w", c.cfg.Epoch, &RestoreError{Tried: tried})
+	}
+	return 0, &RestoreError{Tried: tried}
+}
+
+// Restored is the epoch Restore loaded (0: none).
+func (c *Ckpt) Restored() int { return c.restored }
