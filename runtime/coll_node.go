@@ -261,7 +261,7 @@ func reduceTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, op O
 // lanes instead (allreduceLanes). recvbuf has len(sendbuf) elements.
 func allreduceTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, op Op) error {
 	cnt, k := len(sendbuf), len(ns.node.group)
-	if ns.lane != nil && op.d.commute && cnt*sizeOf[T]() >= allreduceLarge && cnt >= k {
+	if ns.lane != nil && op.d.commute && cnt*sizeOf[T]() >= allreduceLarge && cnt >= k*op.Unit() {
 		return allreduceLanes(ns, sendbuf, recvbuf, op)
 	}
 	if err := Reduce(ns.node, sendbuf, recvbuf, op, 0); err != nil {
@@ -285,8 +285,8 @@ func allreduceTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, o
 func allreduceLanes[T Number](ns *nodeState, sendbuf, recvbuf []T, op Op) error {
 	ns.lanes.Add(1)
 	nc, cnt, sz := ns.node, len(sendbuf), sizeOf[T]()
-	bl := newBlocks(cnt, len(nc.group))
-	if err := ringReduceScatter(nc, sendbuf, recvbuf, bl, op, tagAllreduce); err != nil {
+	bl := unitBlocks(cnt, len(nc.group), op.Unit())
+	if err := ringReduceScatter(nc, sendbuf, recvbuf, layout{b: bl}, op, tagAllreduce); err != nil {
 		return err
 	}
 	lo, hi := bl.at(nc.rank)

@@ -173,6 +173,13 @@ func nodeCases(c *Comm, large bool) error {
 	if err := reductions[int32](c, xcounts, xorOp[int32]); err != nil {
 		return err
 	}
+	items := []int{1, 13, 37}
+	if large { // 20011 2x2 matrices: lanes and ring blocks not whole
+		items = []int{3, 20011}
+	}
+	if err := units(c, items); err != nil {
+		return err
+	}
 	return c.Barrier()
 }
 
