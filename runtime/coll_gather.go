@@ -93,6 +93,14 @@ func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 		return err
 	}
 	n, k := len(c.group), len(sendbuf)
+	if c.rank == root && len(recvbuf) < n*k {
+		return fmt.Errorf("%w: gather: receive buffer of %d for %d ranks x %d", ErrArg, len(recvbuf), n, k)
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return gatherTwoLevel(c, ns, sendbuf, recvbuf, root)
+	}
 	if c.rank != root {
 		return c.csend(asBytes(sendbuf), root, tagGather)
 	}
@@ -149,6 +157,11 @@ func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	}
 	if !sameSlice(sendbuf, recvbuf[r*k:]) {
 		copy(recvbuf[r*k:], sendbuf)
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return allgatherTwoLevel(c, ns, sendbuf, recvbuf)
 	}
 	b := asBytes(recvbuf[:n*k])
 	kb := k * sizeOf[T]()

@@ -304,3 +304,26 @@ func TestCollContextDeadline(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCollNonblockingNodeAware: non-blocking collectives on pretend hosts,
+// first before the communicator learned its layout (each clone learns it
+// in its own tag space), then after (clones inherit it).
+func TestCollNonblockingNodeAware(t *testing.T) {
+	for _, hosts := range []string{"AABBBC", "ABCABCAB"} {
+		t.Run(hosts, func(t *testing.T) {
+			comms := hostsWorld(t, hosts)
+			each(t, comms, func(c *Comm) error {
+				if err := nonblocking(c, 7); err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				if c.node == nil || !c.node.twoLevel {
+					return fmt.Errorf("layout not two-level after a barrier")
+				}
+				return nonblocking(c, 3000)
+			})
+		})
+	}
+}

@@ -101,6 +101,8 @@ func checkPath(c *Comm, twoLevel, ordered bool) error {
 		{"Allreduce Sum", Sum, twoLevel, func(b []int64, op Op) error { return Allreduce(c, b, b, op) }},
 		{"Reduce Sum", Sum, twoLevel, func(b []int64, op Op) error { return Reduce(c, b, b, op, c.Size()-1) }},
 		{"Reduce mat", mat, twoLevel && ordered, func(b []int64, op Op) error { return Reduce(c, b, b, op, 0) }},
+		{"Allgather", Sum, twoLevel, func(b []int64, _ Op) error { return Allgather(c, b[:1], make([]int64, c.Size())) }},
+		{"Gather", Sum, twoLevel, func(b []int64, _ Op) error { return Gather(c, b[:2], make([]int64, 2*c.Size()), c.Size()-1) }},
 	} {
 		before := twoLevelRuns(c)
 		if err := tc.run(fillv[int64](c.Rank(), 8), tc.op); err != nil {
@@ -178,6 +180,13 @@ func nodeCases(c *Comm, large bool) error {
 		items = []int{3, 20011}
 	}
 	if err := units(c, items); err != nil {
+		return err
+	}
+	mcounts := []int{0, 1, 7}
+	if large {
+		mcounts = []int{3, 3000}
+	}
+	if err := movement(c, mcounts); err != nil {
 		return err
 	}
 	return c.Barrier()
