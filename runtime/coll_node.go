@@ -7,8 +7,8 @@ import (
 )
 
 // Node-aware (two-level) collectives. When a communicator spans several
-// hosts and some host holds several of its ranks, Barrier, Bcast, Reduce
-// and Allreduce run in two levels: the ranks of each host among themselves
+// hosts and some host holds several of its ranks, Barrier, Bcast, Reduce,
+// Allreduce, Allgather and Gather run in two levels: the ranks of each host among themselves
 // (over shared memory), and one leader per host (its lowest rank) over the
 // network. Only the leaders' step crosses hosts, so each host sends and
 // receives one copy of the data instead of one per rank, whatever the
