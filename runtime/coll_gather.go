@@ -40,11 +40,16 @@ func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 		return err
 	}
 	n, k := len(c.group), len(recvbuf)
+	if c.rank == root && len(sendbuf) < n*k {
+		return fmt.Errorf("%w: scatter: send buffer of %d for %d ranks x %d", ErrArg, len(sendbuf), n, k)
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return scatterTwoLevel(c, ns, sendbuf, recvbuf, root)
+	}
 	if c.rank != root {
 		return c.crecv(asBytes(recvbuf), root, tagScatter)
-	}
-	if len(sendbuf) < n*k {
-		return fmt.Errorf("%w: scatter: send buffer of %d for %d ranks x %d", ErrArg, len(sendbuf), n, k)
 	}
 	reqs := c.startReqs()
 	for i := 0; i < n; i++ {

@@ -8,7 +8,7 @@ import (
 
 // Node-aware (two-level) collectives. When a communicator spans several
 // hosts and some host holds several of its ranks, Barrier, Bcast, Reduce,
-// Allreduce, Allgather and Gather run in two levels: the ranks of each host among themselves
+// Allreduce, Allgather, Gather and Scatter run in two levels: the ranks of each host among themselves
 // (over shared memory), and one leader per host (its lowest rank) over the
 // network. Only the leaders' step crosses hosts, so each host sends and
 // receives one copy of the data instead of one per rank, whatever the
@@ -399,4 +399,45 @@ func gatherTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, root
 		return c.crecv(asBytes(recvbuf[:n*k]), lead, tagGather)
 	}
 	return nil
+}
+
+// scatterTwoLevel: root hands its buffer to its host's leader if it does
+// not lead, that leader puts the blocks in host order and scatters the
+// hosts' spans among the leaders, and each leader scatters within its
+// host.
+func scatterTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, root int) error {
+	n, k := len(c.group), len(recvbuf)
+	members := ns.members()
+	rh := ns.nodeOf[root]
+	lead := ns.leaders[rh]
+	if c.rank == root && root != lead {
+		if err := c.csend(asBytes(sendbuf[:n*k]), lead, tagScatter); err != nil {
+			return err
+		}
+	}
+	var hostbuf []T
+	if ns.leader != nil {
+		counts, displs := hostSpans(members, k)
+		var all []T
+		if c.rank == lead {
+			src := sendbuf
+			if root != lead {
+				src = make([]T, n*k)
+				if err := c.crecv(asBytes(src), root, tagScatter); err != nil {
+					return err
+				}
+			}
+			all = make([]T, n*k)
+			for h, m := range members { // rank order -> host order
+				for i, r := range m {
+					copy(all[displs[h]+i*k:displs[h]+(i+1)*k], src[r*k:(r+1)*k])
+				}
+			}
+		}
+		hostbuf = make([]T, counts[ns.nodeOf[c.rank]])
+		if err := Scatterv(ns.leader, all, counts, displs, hostbuf, rh); err != nil {
+			return err
+		}
+	}
+	return Scatter(ns.node, hostbuf, recvbuf, 0)
 }

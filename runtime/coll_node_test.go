@@ -102,6 +102,7 @@ func checkPath(c *Comm, twoLevel, ordered bool) error {
 		{"Reduce Sum", Sum, twoLevel, func(b []int64, op Op) error { return Reduce(c, b, b, op, c.Size()-1) }},
 		{"Reduce mat", mat, twoLevel && ordered, func(b []int64, op Op) error { return Reduce(c, b, b, op, 0) }},
 		{"Allgather", Sum, twoLevel, func(b []int64, _ Op) error { return Allgather(c, b[:1], make([]int64, c.Size())) }},
+		{"Scatter", Sum, twoLevel, func(b []int64, _ Op) error { return Scatter(c, make([]int64, 2*c.Size()), b[:2], 0) }},
 		{"Gather", Sum, twoLevel, func(b []int64, _ Op) error { return Gather(c, b[:2], make([]int64, 2*c.Size()), c.Size()-1) }},
 	} {
 		before := twoLevelRuns(c)
