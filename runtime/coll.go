@@ -75,102 +75,6 @@ func scratch[T Number](c *Comm, i, n int) []T {
 	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(*s))), n)
 }
 
-// Op is a reduction operation: one of the predefined Sum, Prod, Min, Max,
-// or a user operation made with NewOp. The zero Op is invalid.
-type Op struct{ d *opDef }
-
-type opDef struct {
-	name    string
-	code    int
-	fn      any // func(in, inout []T) for user ops
-	commute bool
-}
-
-const (
-	opUser = iota
-	opSum
-	opProd
-	opMin
-	opMax
-)
-
-// Predefined operations. They are commutative and associative (floating
-// point rounding aside), so the collectives may combine in any order.
-var (
-	Sum  = Op{&opDef{name: "Sum", code: opSum, commute: true}}
-	Prod = Op{&opDef{name: "Prod", code: opProd, commute: true}}
-	Min  = Op{&opDef{name: "Min", code: opMin, commute: true}}
-	Max  = Op{&opDef{name: "Max", code: opMax, commute: true}}
-)
-
-// NewOp makes a user-defined reduction over []T. f must set
-// inout[i] = in[i] ∘ inout[i] for every i, where in holds the combined
-// contributions of lower ranks than inout's (MPI's convention); the two
-// slices have equal length and do not overlap. The operation must be
-// associative. If commutative is false, the collectives combine in rank
-// order (x0 ∘ x1 ∘ ... ∘ xn-1) with order-preserving algorithms (binomial
-// tree to rank 0, recursive doubling), which are not the bandwidth-optimal
-// ring algorithms used for large commutative reductions. An Op made for one
-// T used with another returns ErrArg.
-func NewOp[T Number](name string, f func(in, inout []T), commutative bool) Op {
-	return Op{&opDef{name: name, fn: f, commute: commutative}}
-}
-
-// Commutative reports whether the collectives may combine in any order.
-func (o Op) Commutative() bool { return o.d != nil && o.d.commute }
-
-func (o Op) String() string {
-	if o.d == nil {
-		return "invalid Op"
-	}
-	return o.d.name
-}
-
-// checkOp validates op for element type T.
-func checkOp[T Number](op Op) error {
-	if op.d == nil {
-		return fmt.Errorf("%w: zero Op", ErrArg)
-	}
-	if op.d.code == opUser {
-		if _, ok := op.d.fn.(func(in, inout []T)); !ok {
-			var z T
-			return fmt.Errorf("%w: op %s is not defined for %T", ErrArg, op.d.name, z)
-		}
-	}
-	return nil
-}
-
-// combine sets inout[i] = in[i] ∘ inout[i] (in from lower ranks).
-func combine[T Number](op Op, in, inout []T) { combineInto(op, in, inout, inout) }
-
-// combineInto sets out = in ∘ local element-wise (local may be out).
-func combineInto[T Number](op Op, in, local, out []T) {
-	in, local = in[:len(out)], local[:len(out)]
-	switch op.d.code {
-	case opSum:
-		for i := range out {
-			out[i] = in[i] + local[i]
-		}
-	case opProd:
-		for i := range out {
-			out[i] = in[i] * local[i]
-		}
-	case opMin:
-		for i := range out {
-			out[i] = min(in[i], local[i])
-		}
-	case opMax:
-		for i := range out {
-			out[i] = max(in[i], local[i])
-		}
-	default:
-		if !sameSlice(local, out) {
-			copy(out, local)
-		}
-		op.d.fn.(func(in, inout []T))(in, out)
-	}
-}
-
 // accumulate sets a = a ∘ b (b from higher ranks); b is clobbered.
 func accumulate[T Number](op Op, a, b []T) {
 	if op.d.commute {
@@ -185,27 +89,64 @@ func accumulate[T Number](op Op, a, b []T) {
 
 var bg = context.Background()
 
+// cisend and cirecv start a send or receive on the collective context, in
+// c's tag space: tagOff is 0 for communicators and a per-collective offset
+// for the clones non-blocking collectives run on (coll_nb.go).
+func (c *Comm) cisend(b []byte, dst, tag int) *Request {
+	return c.isend(c.collCtx(), b, dst, tag+c.tagOff)
+}
+
+func (c *Comm) cirecv(b []byte, elem, src, tag int) *Request {
+	return c.irecv(c.collCtx(), b, elem, src, tag+c.tagOff, false)
+}
+
+// wait waits for r; with a context (WithContext), until it ends, and then
+// a receive that has not matched is cancelled.
+func (c *Comm) wait(r *Request) (Status, error) {
+	if c.cctx == nil {
+		return r.Wait(bg)
+	}
+	st, err := r.Wait(c.cctx)
+	if err != nil && !r.isDone() {
+		r.Cancel()
+	}
+	return st, err
+}
+
 func (c *Comm) csend(b []byte, dst, tag int) error {
-	_, err := c.isend(c.collCtx(), b, dst, tag).Wait(bg)
+	_, err := c.wait(c.cisend(b, dst, tag))
 	return err
 }
 
 func (c *Comm) crecv(b []byte, src, tag int) error {
-	_, err := c.recvWait(c.collCtx(), b, 1, src, tag)
+	if c.cctx == nil {
+		_, err := c.recvWait(c.collCtx(), b, 1, src, tag+c.tagOff)
+		return err
+	}
+	_, err := c.wait(c.cirecv(b, 1, src, tag))
 	return err
 }
 
 // csendrecv sends sb to dst while receiving rb from src.
 func (c *Comm) csendrecv(sb []byte, dst int, rb []byte, src, tag int) error {
-	_, err := c.sendRecvWait(c.collCtx(), sb, dst, tag, rb, 1, src, tag)
-	return err
+	if c.cctx == nil {
+		_, err := c.sendRecvWait(c.collCtx(), sb, dst, tag+c.tagOff, rb, 1, src, tag+c.tagOff)
+		return err
+	}
+	sr := c.cisend(sb, dst, tag)
+	return c.waitReqs(c.cirecv(rb, 1, src, tag), sr)
 }
 
 // waitReqs waits for every request. After the first failure it cancels the
 // receives that have not matched yet (their peer may never send, since a
 // failed collective leaves its peers behind) and waits for the rest, so no
-// transfer into a caller's buffer outlives the call.
-func waitReqs(reqs ...*Request) error {
+// transfer into a caller's buffer outlives the call. When c's context
+// ends, it cancels what it can and returns without waiting for the rest.
+func (c *Comm) waitReqs(reqs ...*Request) error {
+	ctx := c.cctx
+	if ctx == nil {
+		ctx = bg
+	}
 	var first error
 	for _, r := range reqs {
 		if r == nil {
@@ -214,7 +155,16 @@ func waitReqs(reqs ...*Request) error {
 		if first != nil {
 			r.Cancel()
 		}
-		if _, err := r.Wait(bg); err != nil && first == nil && !errors.Is(err, ErrCancelled) {
+		_, err := r.Wait(ctx)
+		if err != nil && ctx.Err() != nil && !r.isDone() {
+			for _, q := range reqs {
+				if q != nil {
+					q.Cancel()
+				}
+			}
+			return err
+		}
+		if err != nil && first == nil && !errors.Is(err, ErrCancelled) {
 			first = err
 			for _, q := range reqs {
 				if q != nil {
@@ -226,12 +176,15 @@ func waitReqs(reqs ...*Request) error {
 	return first
 }
 
+// waitReqs is (*Comm).waitReqs without a context (value collectives).
+func waitReqs(reqs ...*Request) error { return (&Comm{}).waitReqs(reqs...) }
+
 // startReqs returns c's reusable request list, emptied.
 func (c *Comm) startReqs() []*Request { return c.coll.reqs[:0] }
 
 // finishReqs waits for reqs and keeps the list for reuse.
 func (c *Comm) finishReqs(reqs []*Request) error {
-	err := waitReqs(reqs...)
+	err := c.waitReqs(reqs...)
 	clear(reqs)
 	c.coll.reqs = reqs[:0]
 	return err
@@ -256,6 +209,12 @@ func sameSlice[T Number](a, b []T) bool {
 type blocks struct{ cnt, bs int }
 
 func newBlocks(cnt, n int) blocks { return blocks{cnt, (cnt + n - 1) / n} }
+
+// unitBlocks is newBlocks with block sizes a multiple of unit (cnt is), so
+// no block boundary splits an op's item.
+func unitBlocks(cnt, n, unit int) blocks {
+	return blocks{cnt, (cnt/unit + n - 1) / n * unit}
+}
 
 func (b blocks) at(i int) (lo, hi int) {
 	lo = min(i*b.bs, b.cnt)
@@ -306,7 +265,7 @@ func (c *Comm) bcastBytes(buf []byte, root, tag int) error {
 	reqs := c.startReqs()
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if rel+mask < n {
-			reqs = append(reqs, c.isend(c.collCtx(), buf, (rel+mask+root)%n, tag))
+			reqs = append(reqs, c.cisend(buf, (rel+mask+root)%n, tag))
 		}
 	}
 	return c.finishReqs(reqs)
@@ -336,7 +295,7 @@ func (c *Comm) bcastScatterAllgather(buf []byte, root int) error {
 	reqs := c.startReqs()
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if rel+mask < n {
-			reqs = append(reqs, c.isend(c.collCtx(), span(rel+mask, rel+2*mask), (rel+mask+root)%n, tagBcast))
+			reqs = append(reqs, c.cisend(span(rel+mask, rel+2*mask), (rel+mask+root)%n, tagBcast))
 		}
 	}
 	if err := c.finishReqs(reqs); err != nil {
@@ -351,6 +310,18 @@ type layout struct {
 	b              blocks
 	counts, displs []int
 	elem           int
+}
+
+// maxBlock is the largest of the n blocks' sizes.
+func (l layout) maxBlock(n int) int {
+	if l.counts == nil {
+		return l.b.bs
+	}
+	m := 0
+	for i := 0; i < n; i++ {
+		m = max(m, l.counts[i]*l.elem)
+	}
+	return m
 }
 
 func (l layout) at(i int) (lo, hi int) {
@@ -392,10 +363,10 @@ func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
-	if err := checkOp[T](op); err != nil {
+	cnt := len(sendbuf)
+	if err := checkOp[T](op, cnt); err != nil {
 		return err
 	}
-	cnt := len(sendbuf)
 	if c.rank == root && len(recvbuf) < cnt {
 		return fmt.Errorf("%w: receive buffer of %d for %d elements", ErrArg, len(recvbuf), cnt)
 	}
@@ -409,7 +380,7 @@ func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	} else if ns != nil {
 		return reduceTwoLevel(c, ns, sendbuf, recvbuf, op, root)
 	}
-	if op.d.commute && cnt*sizeOf[T]() >= reduceLarge && cnt >= n {
+	if op.d.commute && cnt*sizeOf[T]() >= reduceLarge && cnt >= n*op.Unit() {
 		return reduceRing(c, sendbuf, recvbuf, op, root)
 	}
 	return reduceBinomial(c, sendbuf, recvbuf, op, root)
@@ -472,8 +443,8 @@ func reduceRing[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error 
 	} else {
 		acc = scratch[T](c, 0, cnt)
 	}
-	bl := newBlocks(cnt, n)
-	if err := ringReduceScatter(c, sendbuf, acc, bl, op, tagReduce); err != nil {
+	bl := unitBlocks(cnt, n, op.Unit())
+	if err := ringReduceScatter(c, sendbuf, acc, layout{b: bl}, op, tagReduce); err != nil {
 		return err
 	}
 	if c.rank != root {
@@ -484,7 +455,7 @@ func reduceRing[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error 
 	for i := 0; i < n; i++ {
 		if i != root {
 			lo, hi := bl.at(i)
-			reqs = append(reqs, c.irecv(c.collCtx(), asBytes(acc[lo:hi]), 1, i, tagReduce, false))
+			reqs = append(reqs, c.cirecv(asBytes(acc[lo:hi]), 1, i, tagReduce))
 		}
 	}
 	return c.finishReqs(reqs)
@@ -499,13 +470,13 @@ func reduceRing[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error 
 // and reduces block r-s-2 received from the left with src's block into
 // acc; each exchange is split into segments, and the receive of segment
 // k+1 is posted before segment k is reduced.
-func ringReduceScatter[T Number](c *Comm, src, acc []T, bl blocks, op Op, tag int) error {
+func ringReduceScatter[T Number](c *Comm, src, acc []T, bl layout, op Op, tag int) error {
 	n, r := len(c.group), c.rank
 	right, left := (r+1)%n, (r-1+n)%n
-	seg := max(ringSegment/sizeOf[T](), 1)
-	tmp := scratch[T](c, 1, min(2*seg, 2*bl.bs))
+	u := op.Unit()
+	seg := max(ringSegment/sizeOf[T]()/u, 1) * u
+	tmp := scratch[T](c, 1, min(2*seg, 2*bl.maxBlock(n)))
 	bufs := [2][]T{tmp[:len(tmp)/2], tmp[len(tmp)/2:]}
-	ctx := c.collCtx()
 	for s := 0; s < n-1; s++ {
 		slo, shi := bl.at(mod(r-s-1, n))
 		rlo, rhi := bl.at(mod(r-s-2, n))
@@ -518,25 +489,25 @@ func ringReduceScatter[T Number](c *Comm, src, acc []T, bl blocks, op Op, tag in
 		}
 		sends := c.startReqs()
 		for k := 0; k == 0 || k*seg < sn; k++ {
-			sends = append(sends, c.isend(ctx, asBytes(from[slo+min(k*seg, sn):slo+min((k+1)*seg, sn)]), right, tag))
+			sends = append(sends, c.cisend(asBytes(from[slo+min(k*seg, sn):slo+min((k+1)*seg, sn)]), right, tag))
 		}
 		nseg := max((rn+seg-1)/seg, 1)
 		var rr [2]*Request
 		post := func(k int) {
 			lo, hi := min(k*seg, rn), min((k+1)*seg, rn)
-			rr[k%2] = c.irecv(ctx, asBytes(bufs[k%2][:hi-lo]), 1, left, tag, false)
+			rr[k%2] = c.cirecv(asBytes(bufs[k%2][:hi-lo]), 1, left, tag)
 		}
 		post(0)
 		for k := 0; k < nseg; k++ {
 			if k+1 < nseg {
 				post(k + 1)
 			}
-			if _, err := rr[k%2].Wait(bg); err != nil {
+			if _, err := c.wait(rr[k%2]); err != nil {
 				if o := rr[(k+1)%2]; o != nil && k+1 < nseg {
 					o.Cancel()
 				}
 				rr[k%2] = nil
-				return errors.Join(err, waitReqs(rr[(k+1)%2]), c.finishReqs(sends))
+				return errors.Join(err, c.waitReqs(rr[(k+1)%2]), c.finishReqs(sends))
 			}
 			lo, hi := min(k*seg, rn), min((k+1)*seg, rn)
 			combineInto(op, bufs[k%2][:hi-lo], src[rlo+lo:rlo+hi], acc[rlo+lo:rlo+hi])
@@ -562,10 +533,10 @@ func ringReduceScatter[T Number](c *Comm, src, acc []T, bl blocks, op Op, tag in
 // one leader per host and broadcasts within each host (non-commutative ops
 // only if each host's ranks are consecutive).
 func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	if err := checkOp[T](op); err != nil {
+	cnt := len(sendbuf)
+	if err := checkOp[T](op, cnt); err != nil {
 		return err
 	}
-	cnt := len(sendbuf)
 	if len(recvbuf) < cnt {
 		return fmt.Errorf("%w: receive buffer of %d for %d elements", ErrArg, len(recvbuf), cnt)
 	}
@@ -577,11 +548,11 @@ func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	}
 	n := len(c.group)
 	large := cnt*sizeOf[T]() >= allreduceLarge
-	if large && op.d.commute && cnt >= n && n > 1 {
+	if large && op.d.commute && cnt >= n*op.Unit() && n > 1 {
 		// The reduce-scatter reads sendbuf in place and writes every
 		// block of recvbuf that the allgather does not: no copy first.
-		bl := newBlocks(cnt, n)
-		if err := ringReduceScatter(c, sendbuf, recvbuf, bl, op, tagAllreduce); err != nil {
+		bl := unitBlocks(cnt, n, op.Unit())
+		if err := ringReduceScatter(c, sendbuf, recvbuf, layout{b: bl}, op, tagAllreduce); err != nil {
 			return err
 		}
 		return c.ringAllgather(asBytes(recvbuf), layout{b: blocks{cnt * sizeOf[T](), bl.bs * sizeOf[T]()}}, 0, tagAllreduce)
@@ -593,9 +564,9 @@ func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return nil
 	}
 	switch {
-	case large && op.d.commute && cnt >= n:
-		bl := newBlocks(cnt, n)
-		if err := ringReduceScatter(c, recvbuf, recvbuf, bl, op, tagAllreduce); err != nil {
+	case large && op.d.commute && cnt >= n*op.Unit():
+		bl := unitBlocks(cnt, n, op.Unit())
+		if err := ringReduceScatter(c, recvbuf, recvbuf, layout{b: bl}, op, tagAllreduce); err != nil {
 			return err
 		}
 		return c.ringAllgather(asBytes(recvbuf), layout{b: blocks{cnt * sizeOf[T](), bl.bs * sizeOf[T]()}}, 0, tagAllreduce)

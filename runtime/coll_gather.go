@@ -40,16 +40,21 @@ func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 		return err
 	}
 	n, k := len(c.group), len(recvbuf)
+	if c.rank == root && len(sendbuf) < n*k {
+		return fmt.Errorf("%w: scatter: send buffer of %d for %d ranks x %d", ErrArg, len(sendbuf), n, k)
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return scatterTwoLevel(c, ns, sendbuf, recvbuf, root)
+	}
 	if c.rank != root {
 		return c.crecv(asBytes(recvbuf), root, tagScatter)
-	}
-	if len(sendbuf) < n*k {
-		return fmt.Errorf("%w: scatter: send buffer of %d for %d ranks x %d", ErrArg, len(sendbuf), n, k)
 	}
 	reqs := c.startReqs()
 	for i := 0; i < n; i++ {
 		if i != root {
-			reqs = append(reqs, c.isend(c.collCtx(), asBytes(sendbuf[i*k:(i+1)*k]), i, tagScatter))
+			reqs = append(reqs, c.cisend(asBytes(sendbuf[i*k:(i+1)*k]), i, tagScatter))
 		}
 	}
 	copy(recvbuf, sendbuf[root*k:(root+1)*k])
@@ -78,7 +83,7 @@ func Scatterv[T Number](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T,
 	reqs := c.startReqs()
 	for i := 0; i < n; i++ {
 		if i != root {
-			reqs = append(reqs, c.isend(c.collCtx(), asBytes(sendbuf[displs[i]:displs[i]+counts[i]]), i, tagScatter))
+			reqs = append(reqs, c.cisend(asBytes(sendbuf[displs[i]:displs[i]+counts[i]]), i, tagScatter))
 		}
 	}
 	copy(recvbuf, sendbuf[displs[root]:displs[root]+counts[root]])
@@ -93,6 +98,14 @@ func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 		return err
 	}
 	n, k := len(c.group), len(sendbuf)
+	if c.rank == root && len(recvbuf) < n*k {
+		return fmt.Errorf("%w: gather: receive buffer of %d for %d ranks x %d", ErrArg, len(recvbuf), n, k)
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return gatherTwoLevel(c, ns, sendbuf, recvbuf, root)
+	}
 	if c.rank != root {
 		return c.csend(asBytes(sendbuf), root, tagGather)
 	}
@@ -102,7 +115,7 @@ func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	reqs := c.startReqs()
 	for i := 0; i < n; i++ {
 		if i != root {
-			reqs = append(reqs, c.irecv(c.collCtx(), asBytes(recvbuf[i*k:(i+1)*k]), sizeOf[T](), i, tagGather, false))
+			reqs = append(reqs, c.cirecv(asBytes(recvbuf[i*k:(i+1)*k]), sizeOf[T](), i, tagGather))
 		}
 	}
 	copy(recvbuf[root*k:], sendbuf)
@@ -131,7 +144,7 @@ func Gatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root
 	reqs := c.startReqs()
 	for i := 0; i < n; i++ {
 		if i != root {
-			reqs = append(reqs, c.irecv(c.collCtx(), asBytes(recvbuf[displs[i]:displs[i]+counts[i]]), sizeOf[T](), i, tagGather, false))
+			reqs = append(reqs, c.cirecv(asBytes(recvbuf[displs[i]:displs[i]+counts[i]]), sizeOf[T](), i, tagGather))
 		}
 	}
 	copy(recvbuf[displs[root]:], sendbuf)
@@ -149,6 +162,11 @@ func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	}
 	if !sameSlice(sendbuf, recvbuf[r*k:]) {
 		copy(recvbuf[r*k:], sendbuf)
+	}
+	if ns, err := c.twoLevel(true); err != nil {
+		return err
+	} else if ns != nil {
+		return allgatherTwoLevel(c, ns, sendbuf, recvbuf)
 	}
 	b := asBytes(recvbuf[:n*k])
 	kb := k * sizeOf[T]()
@@ -236,18 +254,17 @@ func alltoall[T Number](c *Comm, sendbuf []T, sl layout, recvbuf []T, rl layout)
 		lo, hi := sl.at(i)
 		big = max(big, hi-lo)
 	}
-	ctx := c.collCtx()
 	if big*sizeOf[T]() < alltoallLarge {
 		reqs := c.startReqs()
 		for s := 1; s < n; s++ {
 			src := mod(r-s, n)
 			lo, hi := rl.at(src)
-			reqs = append(reqs, c.irecv(ctx, asBytes(recvbuf[lo:hi]), sizeOf[T](), src, tagAlltoall, false))
+			reqs = append(reqs, c.cirecv(asBytes(recvbuf[lo:hi]), sizeOf[T](), src, tagAlltoall))
 		}
 		for s := 1; s < n; s++ {
 			dst := (r + s) % n
 			lo, hi := sl.at(dst)
-			reqs = append(reqs, c.isend(ctx, asBytes(sendbuf[lo:hi]), dst, tagAlltoall))
+			reqs = append(reqs, c.cisend(asBytes(sendbuf[lo:hi]), dst, tagAlltoall))
 		}
 		return c.finishReqs(reqs)
 	}

@@ -7,8 +7,8 @@ import (
 )
 
 // Node-aware (two-level) collectives. When a communicator spans several
-// hosts and some host holds several of its ranks, Barrier, Bcast, Reduce
-// and Allreduce run in two levels: the ranks of each host among themselves
+// hosts and some host holds several of its ranks, Barrier, Bcast, Reduce,
+// Allreduce, Allgather, Gather and Scatter run in two levels: the ranks of each host among themselves
 // (over shared memory), and one leader per host (its lowest rank) over the
 // network. Only the leaders' step crosses hosts, so each host sends and
 // receives one copy of the data instead of one per rank, whatever the
@@ -141,7 +141,9 @@ func (c *Comm) buildNodes(all []byte) *nodeState {
 // subComm makes the communicator of c's ranks (in that order, including
 // c's own) on context ctx.
 func (c *Comm) subComm(ctx uint32, ranks []int) *Comm {
-	nc := &Comm{p: c.p, ctx: ctx, group: make([]int, len(ranks)), index: make(map[int]int, len(ranks)), node: flatNodes()}
+	// A clone's sub-communicators share its tag space and context.
+	nc := &Comm{p: c.p, ctx: ctx, group: make([]int, len(ranks)), index: make(map[int]int, len(ranks)), node: flatNodes(),
+		tagOff: c.tagOff, cctx: c.cctx}
 	for i, r := range ranks {
 		w := c.group[r]
 		nc.group[i] = w
@@ -261,7 +263,7 @@ func reduceTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, op O
 // lanes instead (allreduceLanes). recvbuf has len(sendbuf) elements.
 func allreduceTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, op Op) error {
 	cnt, k := len(sendbuf), len(ns.node.group)
-	if ns.lane != nil && op.d.commute && cnt*sizeOf[T]() >= allreduceLarge && cnt >= k {
+	if ns.lane != nil && op.d.commute && cnt*sizeOf[T]() >= allreduceLarge && cnt >= k*op.Unit() {
 		return allreduceLanes(ns, sendbuf, recvbuf, op)
 	}
 	if err := Reduce(ns.node, sendbuf, recvbuf, op, 0); err != nil {
@@ -285,8 +287,8 @@ func allreduceTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, o
 func allreduceLanes[T Number](ns *nodeState, sendbuf, recvbuf []T, op Op) error {
 	ns.lanes.Add(1)
 	nc, cnt, sz := ns.node, len(sendbuf), sizeOf[T]()
-	bl := newBlocks(cnt, len(nc.group))
-	if err := ringReduceScatter(nc, sendbuf, recvbuf, bl, op, tagAllreduce); err != nil {
+	bl := unitBlocks(cnt, len(nc.group), op.Unit())
+	if err := ringReduceScatter(nc, sendbuf, recvbuf, layout{b: bl}, op, tagAllreduce); err != nil {
 		return err
 	}
 	lo, hi := bl.at(nc.rank)
@@ -294,4 +296,148 @@ func allreduceLanes[T Number](ns *nodeState, sendbuf, recvbuf []T, op Op) error 
 		return err
 	}
 	return nc.ringAllgather(asBytes(recvbuf), layout{b: blocks{cnt * sz, bl.bs * sz}}, 0, tagAllreduce)
+}
+
+// members lists each host's communicator ranks, ascending.
+func (ns *nodeState) members() [][]int {
+	m := make([][]int, len(ns.leaders))
+	for r, h := range ns.nodeOf {
+		m[h] = append(m[h], r)
+	}
+	return m
+}
+
+// hostSpans gives each host's span of a host-ordered buffer of k-element
+// blocks (counts and displacements in elements).
+func hostSpans(members [][]int, k int) (counts, displs []int) {
+	counts, displs = make([]int, len(members)), make([]int, len(members))
+	off := 0
+	for h, m := range members {
+		counts[h], displs[h] = len(m)*k, off
+		off += len(m) * k
+	}
+	return counts, displs
+}
+
+// unpermute copies the host-ordered blocks of all into dst in communicator
+// rank order.
+func unpermute[T Number](members [][]int, displs []int, all, dst []T, k int) {
+	for h, m := range members {
+		for i, r := range m {
+			copy(dst[r*k:(r+1)*k], all[displs[h]+i*k:displs[h]+(i+1)*k])
+		}
+	}
+}
+
+// allgatherTwoLevel: each host gathers its blocks at its leader, the
+// leaders allgather the hosts' spans (host order), each leader puts the
+// blocks in rank order and broadcasts the whole buffer within its host. A
+// host sends and receives its data once over the network instead of once
+// per rank whose ring neighbour is elsewhere. recvbuf holds Size()*k.
+func allgatherTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T) error {
+	n, k := len(c.group), len(sendbuf)
+	members := ns.members()
+	var hostbuf []T
+	if ns.leader != nil {
+		hostbuf = make([]T, len(members[ns.nodeOf[c.rank]])*k)
+	}
+	if err := Gather(ns.node, sendbuf, hostbuf, 0); err != nil {
+		return err
+	}
+	if ns.leader != nil {
+		counts, displs := hostSpans(members, k)
+		all := recvbuf[:n*k]
+		if !ns.ordered { // host order is not rank order
+			all = make([]T, n*k)
+		}
+		if err := Allgatherv(ns.leader, hostbuf, all, counts, displs); err != nil {
+			return err
+		}
+		if !ns.ordered {
+			unpermute(members, displs, all, recvbuf, k)
+		}
+	}
+	return Bcast(ns.node, recvbuf[:n*k], 0)
+}
+
+// gatherTwoLevel: each host gathers at its leader, the leaders gather the
+// hosts' spans at root's leader, which puts them in rank order and hands
+// them to root if root does not lead.
+func gatherTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, root int) error {
+	n, k := len(c.group), len(sendbuf)
+	members := ns.members()
+	rh := ns.nodeOf[root]
+	lead := ns.leaders[rh]
+	var hostbuf []T
+	if ns.leader != nil {
+		hostbuf = make([]T, len(members[ns.nodeOf[c.rank]])*k)
+	}
+	if err := Gather(ns.node, sendbuf, hostbuf, 0); err != nil {
+		return err
+	}
+	if ns.leader != nil {
+		counts, displs := hostSpans(members, k)
+		var all []T
+		if c.rank == lead {
+			all = make([]T, n*k)
+		}
+		if err := Gatherv(ns.leader, hostbuf, all, counts, displs, rh); err != nil {
+			return err
+		}
+		if c.rank == lead {
+			dst := recvbuf
+			if root != lead {
+				dst = make([]T, n*k)
+			}
+			unpermute(members, displs, all, dst, k)
+			if root != lead {
+				return c.csend(asBytes(dst), root, tagGather)
+			}
+		}
+	}
+	if c.rank == root && root != lead {
+		return c.crecv(asBytes(recvbuf[:n*k]), lead, tagGather)
+	}
+	return nil
+}
+
+// scatterTwoLevel: root hands its buffer to its host's leader if it does
+// not lead, that leader puts the blocks in host order and scatters the
+// hosts' spans among the leaders, and each leader scatters within its
+// host.
+func scatterTwoLevel[T Number](c *Comm, ns *nodeState, sendbuf, recvbuf []T, root int) error {
+	n, k := len(c.group), len(recvbuf)
+	members := ns.members()
+	rh := ns.nodeOf[root]
+	lead := ns.leaders[rh]
+	if c.rank == root && root != lead {
+		if err := c.csend(asBytes(sendbuf[:n*k]), lead, tagScatter); err != nil {
+			return err
+		}
+	}
+	var hostbuf []T
+	if ns.leader != nil {
+		counts, displs := hostSpans(members, k)
+		var all []T
+		if c.rank == lead {
+			src := sendbuf
+			if root != lead {
+				src = make([]T, n*k)
+				if err := c.crecv(asBytes(src), root, tagScatter); err != nil {
+					return err
+				}
+			}
+			all = make([]T, n*k)
+			for h, m := range members { // rank order -> host order
+				for i, r := range m {
+					copy(all[displs[h]+i*k:displs[h]+(i+1)*k], src[r*k:(r+1)*k])
+				}
+			}
+		}
+		hostbuf = make([]T, counts[ns.nodeOf[c.rank]])
+		if err := Scatterv(ns.leader, all, counts, displs, hostbuf, rh); err != nil {
+			return err
+		}
+	}
+	return Scatter(ns.node, hostbuf, recvbuf, 0)
 }

@@ -101,6 +101,9 @@ func checkPath(c *Comm, twoLevel, ordered bool) error {
 		{"Allreduce Sum", Sum, twoLevel, func(b []int64, op Op) error { return Allreduce(c, b, b, op) }},
 		{"Reduce Sum", Sum, twoLevel, func(b []int64, op Op) error { return Reduce(c, b, b, op, c.Size()-1) }},
 		{"Reduce mat", mat, twoLevel && ordered, func(b []int64, op Op) error { return Reduce(c, b, b, op, 0) }},
+		{"Allgather", Sum, twoLevel, func(b []int64, _ Op) error { return Allgather(c, b[:1], make([]int64, c.Size())) }},
+		{"Scatter", Sum, twoLevel, func(b []int64, _ Op) error { return Scatter(c, make([]int64, 2*c.Size()), b[:2], 0) }},
+		{"Gather", Sum, twoLevel, func(b []int64, _ Op) error { return Gather(c, b[:2], make([]int64, 2*c.Size()), c.Size()-1) }},
 	} {
 		before := twoLevelRuns(c)
 		if err := tc.run(fillv[int64](c.Rank(), 8), tc.op); err != nil {
@@ -171,6 +174,20 @@ func nodeCases(c *Comm, large bool) error {
 		return err
 	}
 	if err := reductions[int32](c, xcounts, xorOp[int32]); err != nil {
+		return err
+	}
+	items := []int{1, 13, 37}
+	if large { // 20011 2x2 matrices: lanes and ring blocks not whole
+		items = []int{3, 20011}
+	}
+	if err := units(c, items); err != nil {
+		return err
+	}
+	mcounts := []int{0, 1, 7}
+	if large {
+		mcounts = []int{3, 3000}
+	}
+	if err := movement(c, mcounts); err != nil {
 		return err
 	}
 	return c.Barrier()

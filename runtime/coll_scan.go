@@ -20,10 +20,10 @@ func Exscan[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 }
 
 func scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op, exclusive bool) error {
-	if err := checkOp[T](op); err != nil {
+	cnt := len(sendbuf)
+	if err := checkOp[T](op, cnt); err != nil {
 		return err
 	}
-	cnt := len(sendbuf)
 	if len(recvbuf) < cnt {
 		return fmt.Errorf("%w: receive buffer of %d for %d elements", ErrArg, len(recvbuf), cnt)
 	}
@@ -75,7 +75,7 @@ func scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op, exclusive bool) error 
 // result in rank r's recvbuf (len >= k). Commutative ops use the ring
 // reduce-scatter; others Reduce to rank 0 and Scatter.
 func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	if err := checkOp[T](op); err != nil {
+	if err := checkOp[T](op, len(sendbuf)); err != nil {
 		return err
 	}
 	n := len(c.group)
@@ -83,6 +83,9 @@ func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return fmt.Errorf("%w: reduce-scatter: send buffer of %d not a multiple of %d ranks", ErrArg, len(sendbuf), n)
 	}
 	k := len(sendbuf) / n
+	if k%op.Unit() != 0 {
+		return fmt.Errorf("%w: reduce-scatter: blocks of %d are not whole units of %d", ErrArg, k, op.Unit())
+	}
 	if len(recvbuf) < k {
 		return fmt.Errorf("%w: reduce-scatter: receive buffer of %d for %d", ErrArg, len(recvbuf), k)
 	}
@@ -98,12 +101,62 @@ func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	}
 	acc := scratch[T](c, 0, len(sendbuf))
 	if n > 1 {
-		if err := ringReduceScatter(c, sendbuf, acc, blocks{n * k, k}, op, tagRedScat); err != nil {
+		if err := ringReduceScatter(c, sendbuf, acc, layout{b: blocks{n * k, k}}, op, tagRedScat); err != nil {
 			return err
 		}
 	} else {
 		copy(acc, sendbuf)
 	}
 	copy(recvbuf, acc[c.rank*k:(c.rank+1)*k])
+	return nil
+}
+
+// ReduceScatter reduces sendbuf (sum(counts) elements on every rank)
+// element-wise with op and leaves counts[r] elements of the result, those
+// after counts[0..r-1], in rank r's recvbuf (len >= counts[r]). Counts
+// must agree on every rank (and be whole units of op). Commutative ops
+// use the ring reduce-scatter (blocks of the given sizes); others Reduce
+// to rank 0 and Scatterv.
+func ReduceScatter[T Number](c *Comm, sendbuf, recvbuf []T, counts []int, op Op) error {
+	n := len(c.group)
+	displs, err := checkV(n, counts, nil, len(sendbuf), "reduce-scatter")
+	if err != nil {
+		return err
+	}
+	total := displs[n-1] + counts[n-1]
+	if err := checkOp[T](op, total); err != nil {
+		return err
+	}
+	for i, k := range counts {
+		if k%op.Unit() != 0 {
+			return fmt.Errorf("%w: reduce-scatter: count %d of rank %d is not whole units of %d", ErrArg, k, i, op.Unit())
+		}
+	}
+	if len(sendbuf) != total {
+		return fmt.Errorf("%w: reduce-scatter: send buffer of %d for counts totalling %d", ErrArg, len(sendbuf), total)
+	}
+	mine := counts[c.rank]
+	if len(recvbuf) < mine {
+		return fmt.Errorf("%w: reduce-scatter: receive buffer of %d for %d", ErrArg, len(recvbuf), mine)
+	}
+	if !op.d.commute {
+		var all []T
+		if c.rank == 0 {
+			all = make([]T, total)
+		}
+		if err := reduceBinomial(c, sendbuf, all, op, 0); err != nil {
+			return err
+		}
+		return Scatterv(c, all, counts, displs, recvbuf[:mine], 0)
+	}
+	acc := scratch[T](c, 0, total)
+	if n > 1 {
+		if err := ringReduceScatter(c, sendbuf, acc, layout{counts: counts, displs: displs, elem: 1}, op, tagRedScat); err != nil {
+			return err
+		}
+	} else {
+		copy(acc, sendbuf)
+	}
+	copy(recvbuf, acc[displs[c.rank]:displs[c.rank]+mine])
 	return nil
 }

@@ -23,7 +23,7 @@ var collSizes = []int{1, 2, 3, 4, 5, 6, 7, 8}
 // of up to 8 ranks are exact in every tested type.
 func rv(r, i int) int { return (r*7+i*3)%5 + 1 }
 
-func fillv[T Number](r, cnt int) []T {
+func fillv[T Real](r, cnt int) []T {
 	b := make([]T, cnt)
 	for i := range b {
 		b[i] = T(rv(r, i))
@@ -49,7 +49,7 @@ func xorOp[T ~int32 | ~int64 | ~uint8](in, inout []T) {
 
 // expect folds ranks lo..hi-1's buffers in rank order with the named op,
 // computing in T like the collectives do.
-func expect[T Number](op string, lo, hi, cnt int) []T {
+func expect[T Real](op string, lo, hi, cnt int) []T {
 	acc := fillv[T](lo, cnt)
 	for r := lo + 1; r < hi; r++ {
 		x := fillv[T](r, cnt)
@@ -88,7 +88,7 @@ func expect[T Number](op string, lo, hi, cnt int) []T {
 	return acc
 }
 
-func ops[T Number](xor func(in, inout []T)) map[string]Op {
+func ops[T Real](xor func(in, inout []T)) map[string]Op {
 	m := map[string]Op{"sum": Sum, "prod": Prod, "min": Min, "max": Max,
 		"mat": NewOp[T]("mat", matOp[T], false)}
 	if xor != nil {
@@ -111,7 +111,7 @@ func diff[T Number](what string, got, want []T) error {
 
 // reductions runs Reduce (three roots), Allreduce (also in place), Scan,
 // Exscan and ReduceScatterBlock for every op and count.
-func reductions[T Number](c *Comm, counts []int, xor func(in, inout []T)) error {
+func reductions[T Real](c *Comm, counts []int, xor func(in, inout []T)) error {
 	n, r := c.Size(), c.Rank()
 	for name, op := range sortedOps(ops[T](xor)) {
 		for _, cnt := range counts {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"sync/atomic"
 )
 
 // Comm is a communicator: a group of ranks with its own message space.
@@ -17,6 +18,13 @@ type Comm struct {
 	index map[int]int // world rank -> communicator rank (nil for world)
 	coll  collState   // scratch space of the collectives (coll.go)
 	node  *nodeState  // host layout, learned on first use (coll_node.go)
+	// Non-blocking collectives and contexts (coll_nb.go): tagOff shifts
+	// every collective tag (a clone's private tag space), cctx bounds the
+	// collectives' waits, iseq numbers the non-blocking collectives
+	// started on c and its views (shared with them).
+	tagOff int
+	cctx   context.Context
+	iseq   *atomic.Uint32
 }
 
 // Rank is this process's rank in c.
@@ -125,17 +133,16 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 func (c *Comm) allgatherBytes(mine []byte, tag int) ([]byte, error) {
 	n := len(c.group)
 	all := make([]byte, n*len(mine))
-	ctx := context.Background()
 	if c.rank == 0 {
 		copy(all, mine)
 		reqs := make([]*Request, 0, n-1)
 		for r := 1; r < n; r++ {
-			reqs = append(reqs, c.irecv(c.collCtx(), all[r*len(mine):(r+1)*len(mine)], 1, r, tag, false))
+			reqs = append(reqs, c.cirecv(all[r*len(mine):(r+1)*len(mine)], 1, r, tag))
 		}
-		if _, err := WaitAll(ctx, reqs...); err != nil {
+		if err := c.waitReqs(reqs...); err != nil {
 			return nil, err
 		}
-	} else if _, err := c.isend(c.collCtx(), mine, 0, tag).Wait(ctx); err != nil {
+	} else if err := c.csend(mine, 0, tag); err != nil {
 		return nil, err
 	}
 	if err := c.bcastBytes(all, 0, tag); err != nil {
@@ -155,7 +162,7 @@ func (c *Comm) Barrier() error {
 	}
 	n := len(c.group)
 	for k := 1; k < n; k <<= 1 {
-		if _, err := c.sendRecvWait(c.collCtx(), nil, (c.rank+k)%n, tagBarrier, nil, 1, (c.rank-k+n)%n, tagBarrier); err != nil {
+		if err := c.csendrecv(nil, (c.rank+k)%n, nil, (c.rank-k+n)%n, tagBarrier); err != nil {
 			return err
 		}
 	}

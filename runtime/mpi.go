@@ -18,7 +18,18 @@
 // Point-to-point operations are safe to use from many goroutines at once.
 // Collective operations (Barrier, Dup, Split, Bcast, Reduce, Allreduce) must,
 // as in MPI, be called by every member of the communicator in the same order,
-// one at a time per communicator.
+// one at a time per communicator. Non-blocking collectives (Ibarrier,
+// Iallreduce, ...) return a *Request and progress on their own goroutine;
+// they may overlap each other and blocking collectives on the same
+// communicator, provided every rank starts them in the same order.
+// Comm.WithContext bounds a communicator's collectives by a context.
+//
+// Reductions take an Op: Sum, Prod (every Number, complex included), Min,
+// Max (ordered types), Land, Lor, Lxor, Band, Bor, Bxor (integers),
+// MaxLoc/MinLoc (ValIndex pairs, with ReduceLoc/AllreduceLoc), or NewOp;
+// an op over items of several elements declares it with WithUnit.
+// Groups, Comm.Create, SplitShared and Cartesian topologies (CartCreate)
+// build communicators on Split. See docs/collectives.md.
 //
 // Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
 // ErrAborted, ErrFinalized, *PeerError for a failed or departed peer, and

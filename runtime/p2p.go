@@ -19,7 +19,7 @@ import (
 type Number interface {
 	~int | ~int8 | ~int16 | ~int32 | ~int64 |
 		~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr |
-		~float32 | ~float64
+		~float32 | ~float64 | ~complex64 | ~complex128
 }
 
 // asBytes reinterprets buf's memory as bytes, without copying.

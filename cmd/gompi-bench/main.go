@@ -18,6 +18,9 @@
 //	           answered by a 1-byte acknowledgement, GB/s (1e9 bytes/s)
 //	allreduce  time per Allreduce of float64s (sum), µs, max over ranks
 //	barrier    time per Barrier, µs
+//	overlap    Iallreduce of the largest size hidden behind as much local
+//	           compute: ratio of the overlapped time to the longer of the two
+//	           alone (1.0: perfect), with the three times (overlap.go)
 //
 // Usage: gompi-bench [-table] [-max BYTES] [-iters N] BENCH [MAXBYTES [ITERS]].
 // The positional MAXBYTES and ITERS are osu.c's; -iters N replaces the
@@ -71,7 +74,7 @@ func main() {
 	maxBytes := flag.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)")
 	iters := flag.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier [MAXBYTES [ITERS]]\n")
+		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
 	}
 	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
@@ -103,9 +106,10 @@ func main() {
 		"bw":        (*bench).bw,
 		"allreduce": (*bench).allreduce,
 		"barrier":   (*bench).barrier,
+		"overlap":   (*bench).overlap,
 	}[name]
 	if run == nil {
-		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, allreduce, barrier)\n", name)
+		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, allreduce, barrier, overlap)\n", name)
 		os.Exit(2)
 	}
 
@@ -341,7 +345,8 @@ func (b *bench) barrier() error {
 
 func printTable(name string, ranks int, rs []result) {
 	unit := map[string]string{"latency": "one-way latency (µs)", "pairs": "one-way latency, all pairs at once (µs)", "bw": "bandwidth (GB/s)",
-		"allreduce": "allreduce of float64 (µs, max over ranks)", "barrier": "barrier (µs)"}[name]
+		"allreduce": "allreduce of float64 (µs, max over ranks)", "barrier": "barrier (µs)",
+		"overlap": "Iallreduce overlapped with compute (µs; overlap: ratio)"}[name]
 	fmt.Printf("# gompi-bench %s, %d ranks\n", name, ranks)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "bytes\tsize\t%s\t\n", unit)

@@ -71,6 +71,26 @@ func TestUnderGompiexec(t *testing.T) {
 			}
 		})
 	}
+	t.Run("overlap", func(t *testing.T) {
+		out, err := run(t, "-max", "1024", "-iters", "5", "overlap")
+		if err != nil {
+			t.Fatalf("%v:\n%s", err, out)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		want := []string{"overlap_comm", "overlap_compute", "overlap_both", "overlap"}
+		if len(lines) != len(want) {
+			t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), out)
+		}
+		for i, l := range lines {
+			f := strings.Fields(l)
+			if len(f) != 3 || f[0] != want[i] || f[1] != "1024" {
+				t.Fatalf("line %q, want %q 1024 <value>:\n%s", l, want[i], out)
+			}
+			if v, err := strconv.ParseFloat(f[2], 64); err != nil || v <= 0 {
+				t.Fatalf("line %q: bad value:\n%s", l, out)
+			}
+		}
+	})
 	t.Run("table", func(t *testing.T) {
 		// osu.c's positional MAXBYTES and ITERS work too.
 		out, err := run(t, "-table", "latency", "64", "5")

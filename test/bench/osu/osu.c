@@ -9,6 +9,11 @@
  *   bw        streaming bandwidth 0 -> 1, windows of 64 nonblocking sends, GB/s
  *   allreduce time per MPI_Allreduce of doubles (sum), us (max over ranks)
  *   barrier   time per MPI_Barrier, us
+ *   overlap   MPI_Iallreduce of MAXBYTES hidden behind as much local compute
+ *             (passes over an array of that size, calibrated on rank 0 to
+ *             last as long as the allreduce): overlap_comm, overlap_compute,
+ *             overlap_both (us, max over ranks) and overlap, the ratio of both
+ *             to the longer of the two alone (cmd/gompi-bench/overlap.go)
  * Output lines: "<bench> <bytes> <value>". Usage: osu BENCH [MAXBYTES [ITERS]];
  * ITERS replaces the iteration count of every size (gompi-bench -iters), with
  * the warm-up scaled the same way (barrier: ITERS/20). */
@@ -26,6 +31,33 @@ static long long wall_ns(void) {
 
 static int force;  /* ITERS, 0: the counts below */
 static int iters(size_t n, int small, int large) { return force ? force : n <= 8192 ? small : large; }
+
+static double *ov_in, *ov_out, *ov_work;
+static int ov_cnt;
+static void compute(long passes) {
+  for (long p = 0; p < passes; p++)
+    for (int i = 0; i < ov_cnt; i++) ov_work[i] = ov_work[i] * 0.999 + 0.001;
+}
+/* mode 0: MPI_Allreduce; 1: compute; 2: MPI_Iallreduce + compute + MPI_Wait */
+static double time_mode(int mode, int it, long passes) {
+  double t0 = 0, dt, worst;
+  int warm = it / 10 + 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < it + warm; i++) {
+    if (i == warm) t0 = MPI_Wtime();
+    if (mode == 0) MPI_Allreduce(ov_in, ov_out, ov_cnt, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    if (mode == 1) compute(passes);
+    if (mode == 2) {
+      MPI_Request r;
+      MPI_Iallreduce(ov_in, ov_out, ov_cnt, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &r);
+      compute(passes);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+  }
+  dt = (MPI_Wtime() - t0) * 1e6 / it;
+  MPI_Allreduce(&dt, &worst, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}
 
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
@@ -124,8 +156,27 @@ int main(int argc, char **argv) {
       MPI_Barrier(MPI_COMM_WORLD);
     }
     if (rank == 0) printf("barrier 0 %.3f\n", (MPI_Wtime() - t0) * 1e6 / it);
+  } else if (!strcmp(bench, "overlap")) {
+    size_t n = max < 8 ? 8 : max / 8 * 8;
+    int it = iters(n, 100, 20);
+    ov_cnt = (int)(n / sizeof(double));
+    ov_in = malloc(n), ov_out = malloc(n), ov_work = malloc(n);
+    for (int i = 0; i < ov_cnt; i++) ov_in[i] = ov_work[i] = 1;
+    double tcomm = time_mode(0, it, 0);
+    double t0 = MPI_Wtime();
+    compute(4);
+    double pass = (MPI_Wtime() - t0) * 1e6 / 4;
+    long passes = (long)(tcomm / pass + 0.5);
+    if (passes < 1) passes = 1;
+    MPI_Bcast(&passes, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+    double tcomp = time_mode(1, it, passes), tboth = time_mode(2, it, passes);
+    if (rank == 0) {
+      printf("overlap_comm %zu %.3f\noverlap_compute %zu %.3f\noverlap_both %zu %.3f\n", n, tcomm, n, tcomp, n, tboth);
+      printf("overlap %zu %.3f\n", n, tboth / (tcomm > tcomp ? tcomm : tcomp));
+    }
+    free(ov_in), free(ov_out), free(ov_work);
   } else {
-    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, allreduce, barrier)\n", bench);
+    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, allreduce, barrier, overlap)\n", bench);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   free(a);

@@ -1,0 +1,182 @@
+package mpi
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestDimsCreate(t *testing.T) {
+	for _, tc := range []struct {
+		n          int
+		dims, want []int
+	}{
+		{6, []int{0, 0}, []int{3, 2}},
+		{8, []int{0, 0, 0}, []int{2, 2, 2}},
+		{12, []int{0, 0}, []int{4, 3}},
+		{7, []int{0, 0}, []int{7, 1}},
+		{12, []int{0, 3}, []int{4, 3}},
+		{1, []int{0}, []int{1}},
+		{16, []int{2, 0, 0}, []int{2, 4, 2}},
+	} {
+		got, err := DimsCreate(tc.n, tc.dims)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("DimsCreate(%d, %v) = %v, %v; want %v", tc.n, tc.dims, got, err, tc.want)
+		}
+	}
+	for _, bad := range []struct {
+		n    int
+		dims []int
+	}{{7, []int{2, 0}}, {6, []int{2, 2}}, {0, []int{0}}, {4, []int{-1, 0}}} {
+		if _, err := DimsCreate(bad.n, bad.dims); !errors.Is(err, ErrArg) {
+			t.Errorf("DimsCreate(%d, %v): %v, want ErrArg", bad.n, bad.dims, err)
+		}
+	}
+}
+
+func TestGroups(t *testing.T) {
+	g := Group{[]int{0, 1, 2, 3, 4, 5}}
+	a, _ := g.Incl([]int{4, 2, 0})
+	b, _ := g.Excl([]int{0, 1})
+	if !slices.Equal(a.WorldRanks(), []int{4, 2, 0}) || !slices.Equal(b.WorldRanks(), []int{2, 3, 4, 5}) {
+		t.Fatalf("incl %v excl %v", a, b)
+	}
+	tr, _ := a.TranslateRanks([]int{0, 1, 2}, b)
+	if !slices.Equal(tr, []int{2, 0, Undefined}) {
+		t.Errorf("translate: %v", tr)
+	}
+	if !slices.Equal(Union(a, b).WorldRanks(), []int{4, 2, 0, 3, 5}) || !slices.Equal(Intersection(a, b).WorldRanks(), []int{4, 2}) ||
+		!slices.Equal(Difference(a, b).WorldRanks(), []int{0}) {
+		t.Errorf("set operations")
+	}
+	c, _ := g.Incl([]int{0, 2, 4})
+	if Compare(a, a) != Ident || Compare(a, c) != Similar || Compare(a, b) != Unequal {
+		t.Errorf("compare")
+	}
+	if _, err := g.Incl([]int{6}); !errors.Is(err, ErrRank) {
+		t.Errorf("incl out of range: %v", err)
+	}
+	if _, err := g.Excl([]int{1, 1}); !errors.Is(err, ErrArg) {
+		t.Errorf("excl twice: %v", err)
+	}
+}
+
+// TestCartAndCreate builds a 2-D periodic grid over 1..8 ranks, shifts in
+// both dimensions (exchanging ranks to check the neighbours agree), takes
+// row and column sub-grids, a communicator from a group, and SplitShared.
+func TestCartAndCreate(t *testing.T) {
+	forSizes(t, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			n := c.Size()
+			dims, err := DimsCreate(n, []int{0, 0})
+			if err != nil {
+				return err
+			}
+			cart, err := c.CartCreate(dims, []bool{true, false})
+			if err != nil {
+				return err
+			}
+			me, _ := cart.Coords(cart.Rank())
+			if r, _ := cart.RankOf(me); r != cart.Rank() {
+				return fmt.Errorf("rank of coords %v = %d, want %d", me, r, cart.Rank())
+			}
+			for dim := 0; dim < 2; dim++ {
+				src, dst, err := cart.Shift(dim, 1)
+				if err != nil {
+					return err
+				}
+				// Send my rank up, receive from below.
+				out, in := []int64{int64(cart.Rank())}, []int64{-1}
+				var reqs []*Request
+				if dst != Undefined {
+					reqs = append(reqs, Isend(cart.Comm, out, dst, 9))
+				}
+				if src != Undefined {
+					reqs = append(reqs, Irecv(cart.Comm, in, src, 9))
+				}
+				if _, err := WaitAll(bg, reqs...); err != nil {
+					return err
+				}
+				if src != Undefined && in[0] != int64(src) {
+					return fmt.Errorf("dim %d: got %d from %d", dim, in[0], src)
+				}
+				if dim == 1 && (me[1] == 0) != (src == Undefined) {
+					return fmt.Errorf("non-periodic edge: coords %v src %d", me, src)
+				}
+			}
+			row, err := cart.Sub([]bool{false, true})
+			if err != nil {
+				return err
+			}
+			if row.Size() != dims[1] || row.Rank() != me[1] {
+				return fmt.Errorf("row: size %d rank %d, coords %v", row.Size(), row.Rank(), me)
+			}
+			sum := []int64{int64(c.Rank())}
+			if err := Allreduce(row.Comm, sum, sum, Sum); err != nil {
+				return err
+			}
+			want := int64(0)
+			for j := 0; j < dims[1]; j++ {
+				want += int64(me[0]*dims[1] + j)
+			}
+			if sum[0] != want {
+				return fmt.Errorf("row sum %d, want %d", sum[0], want)
+			}
+			// Even ranks, reversed.
+			var evens []int
+			for r := n - 1; r >= 0; r-- {
+				if r%2 == 0 {
+					evens = append(evens, r)
+				}
+			}
+			g, _ := c.Group().Incl(evens)
+			ec, err := c.Create(g)
+			if err != nil {
+				return err
+			}
+			if (c.Rank()%2 == 0) != (ec != nil) {
+				return fmt.Errorf("create: membership wrong")
+			}
+			if ec != nil && ec.Rank() != slices.Index(evens, c.Rank()) {
+				return fmt.Errorf("create: rank %d", ec.Rank())
+			}
+			sh, err := c.SplitShared(0)
+			if err != nil {
+				return err
+			}
+			if sh.Size() != n {
+				return fmt.Errorf("split shared: %d of %d ranks on one host", sh.Size(), n)
+			}
+			return nil
+		})
+	})
+}
+
+// TestSplitSharedHosts: on pretend hosts, SplitShared groups each host.
+func TestSplitSharedHosts(t *testing.T) {
+	const hosts = "ABCABCAB"
+	comms := hostsWorld(t, hosts)
+	each(t, comms, func(c *Comm) error {
+		sh, err := c.SplitShared(-c.Rank()) // reversed order
+		if err != nil {
+			return err
+		}
+		h := hosts[c.Rank()]
+		var want []int
+		for r := len(hosts) - 1; r >= 0; r-- {
+			if hosts[r] == h {
+				want = append(want, r)
+			}
+		}
+		got := sh.Group().WorldRanks()
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("host %c: %v, want %v", h, got, want)
+		}
+		if strings.Count(hosts, string(h)) != sh.Size() {
+			return fmt.Errorf("size %d", sh.Size())
+		}
+		return nil
+	})
+}
