@@ -111,7 +111,6 @@ func checkFlat(t *testing.T, dt Datatype) {
 	}
 }
 
-
 func TestDatatypes(t *testing.T) {
 	must := func(dt Datatype, err error) Datatype {
 		t.Helper()
