@@ -218,7 +218,18 @@ func (f *File) writeAt(v *view, atomic bool, buf []byte, off int64) (int, error)
 				j++
 			}
 			if j == i {
-				if _, err := pwriteFull(f.fd, buf[ps[i].buf:ps[i].buf+ps[i].len], ps[i].off); err != nil {
+				var unlock func()
+				if !locked {
+					var err error
+					if unlock, err = lockRange(f.fd, unix.F_WRLCK, ps[i].off, ps[i].off+ps[i].len); err != nil {
+						return int(n), f.err("write", ps[i].off, err)
+					}
+				}
+				_, err := pwriteFull(f.fd, buf[ps[i].buf:ps[i].buf+ps[i].len], ps[i].off)
+				if unlock != nil {
+					unlock()
+				}
+				if err != nil {
 					return int(n), f.err("write", ps[i].off, err)
 				}
 				n += ps[i].len
@@ -261,8 +272,22 @@ func (f *File) writeAt(v *view, atomic bool, buf []byte, off int64) (int, error)
 		}
 		return int(n), nil
 	}
+	// Another rank's sieving read-modify-write may span these bytes: it
+	// holds a lock on its span, so take one on each piece (unless sieving
+	// is off, or atomic mode holds the whole span already).
+	lockPieces := !locked && f.hints.dsWrite != disable
 	for _, p := range ps {
+		var unlock func()
+		if lockPieces {
+			var err error
+			if unlock, err = lockRange(f.fd, unix.F_WRLCK, p.off, p.off+p.len); err != nil {
+				return int(n), f.err("write", p.off, err)
+			}
+		}
 		got, err := pwriteFull(f.fd, buf[p.buf:p.buf+p.len], p.off)
+		if unlock != nil {
+			unlock()
+		}
 		n += int64(got)
 		if err != nil {
 			return int(n), f.err("write", p.off+int64(got), err)

@@ -14,9 +14,10 @@ import (
 // [i*size, (i+1)*size) of the rank's stream.
 type view struct {
 	disp   int64
-	etype  int64   // etype size in bytes
-	size   int64   // filetype data bytes per tile
-	extent int64   // filetype extent
+	etype  int64 // etype size in bytes
+	size   int64 // filetype data bytes per tile
+	extent int64 // filetype extent
+	lb     int64 // filetype lower bound
 	blocks []mpi.Block
 	prefix []int64 // prefix[i]: data bytes before blocks[i]
 }
@@ -44,7 +45,7 @@ func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
 	if fs%es != 0 {
 		return nil, fmt.Errorf("%w: filetype %v size %d is not a multiple of etype %v size %d", ErrView, filetype, fs, etype, es)
 	}
-	v := &view{disp: disp, etype: es, size: fs, extent: filetype.Extent(), blocks: filetype.Blocks()}
+	v := &view{disp: disp, etype: es, size: fs, extent: filetype.Extent(), lb: filetype.LB(), blocks: filetype.Blocks()}
 	if v.contiguous() || filetype.Contiguous() && filetype.LB() == 0 {
 		return &view{disp: disp, etype: es, size: 1, extent: 1, blocks: []mpi.Block{{Off: 0, Len: 1}}, prefix: []int64{0}}, nil
 	}
@@ -61,8 +62,8 @@ func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
 		v.prefix[i] = sum
 		sum += b.Len
 	}
-	if end > v.extent {
-		return nil, fmt.Errorf("%w: filetype %v: data ends at %d, past its extent %d (tiles would overlap)", ErrView, filetype, end, v.extent)
+	if ub := filetype.LB() + v.extent; end > ub || v.blocks[0].Off < filetype.LB() {
+		return nil, fmt.Errorf("%w: filetype %v: data [%d, %d) outside its bounds [%d, %d) (tiles would overlap)", ErrView, filetype, v.blocks[0].Off, end, filetype.LB(), ub)
 	}
 	return v, nil
 }
@@ -108,8 +109,8 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 }
 
 func (v *view) marshal() []byte {
-	b := make([]byte, 0, 32+16*len(v.blocks))
-	for _, x := range []int64{v.disp, v.etype, v.size, v.extent} {
+	b := make([]byte, 0, 40+16*len(v.blocks))
+	for _, x := range []int64{v.disp, v.etype, v.size, v.extent, v.lb} {
 		b = binary.LittleEndian.AppendUint64(b, uint64(x))
 	}
 	for _, bl := range v.blocks {
@@ -120,17 +121,17 @@ func (v *view) marshal() []byte {
 }
 
 func unmarshalView(b []byte) (*view, error) {
-	if len(b) < 32 || len(b)%16 != 0 {
+	if len(b) < 40 || (len(b)-40)%16 != 0 {
 		return nil, fmt.Errorf("%w: bad encoded view (%d bytes)", ErrView, len(b))
 	}
 	g := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
-	v := &view{disp: g(0), etype: g(1), size: g(2), extent: g(3)}
-	n := (len(b) - 32) / 16
+	v := &view{disp: g(0), etype: g(1), size: g(2), extent: g(3), lb: g(4)}
+	n := (len(b) - 40) / 16
 	v.blocks = make([]mpi.Block, n)
 	v.prefix = make([]int64, n)
 	var sum int64
 	for i := range v.blocks {
-		v.blocks[i] = mpi.Block{Off: g(4 + 2*i), Len: g(5 + 2*i)}
+		v.blocks[i] = mpi.Block{Off: g(5 + 2*i), Len: g(6 + 2*i)}
 		v.prefix[i] = sum
 		sum += v.blocks[i].Len
 	}
@@ -170,7 +171,7 @@ func (v *view) pieces(pos, n, lo, hi int64, emit func(off, buf, length int64) bo
 	}
 	// The first tile that can matter: the later of pos's tile and lo's.
 	tile := pos / v.size
-	if t := (lo - v.disp) / v.extent; lo > v.disp && t > tile {
+	if t := (lo - v.disp - v.lb) / v.extent; lo > v.disp+v.lb && t > tile {
 		tile = t
 	}
 	for ; ; tile++ {
