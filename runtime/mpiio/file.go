@@ -135,6 +135,7 @@ type File struct {
 
 	cache  *cache // node-local write-back cache, nil without one
 	closed bool
+	noRead bool // write-only descriptor: no read-modify-write
 
 	bufMu sync.Mutex
 	cbufs [2][]byte // an aggregator's round buffers
@@ -216,14 +217,12 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		return fail(err)
 	}
 	f := &File{ctx: ctx, comm: dup, rank: rank, path: path, mode: mode, hints: cfg}
-	flags := 0
-	switch {
-	case mode&ModeRdonly != 0:
+	// Write-only files are opened read-write when permissions allow, so
+	// that sieving and two-phase writes can read-modify-write; else those
+	// are off (f.noRead).
+	flags := os.O_RDWR
+	if mode&ModeRdonly != 0 {
 		flags = os.O_RDONLY
-	case mode&ModeWronly != 0:
-		flags = os.O_WRONLY
-	default:
-		flags = os.O_RDWR
 	}
 	// Rank 0 creates; the others open what it made (as ROMIO), so
 	// exclusive creation fails or succeeds once.
@@ -236,6 +235,10 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 			cflags |= os.O_EXCL
 		}
 		f.fd, lerr = os.OpenFile(path, cflags, 0o666)
+		if errors.Is(lerr, os.ErrPermission) && mode&ModeWronly != 0 {
+			f.fd, lerr = os.OpenFile(path, cflags&^os.O_RDWR|os.O_WRONLY, 0o666)
+			f.noRead = true
+		}
 	}
 	if err := f.agree("open", lerr); err != nil {
 		if f.fd != nil {
@@ -245,6 +248,13 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	}
 	if rank != 0 {
 		f.fd, lerr = os.OpenFile(path, flags, 0)
+		if errors.Is(lerr, os.ErrPermission) && mode&ModeWronly != 0 {
+			f.fd, lerr = os.OpenFile(path, os.O_WRONLY, 0)
+			f.noRead = true
+		}
+	}
+	if f.noRead {
+		f.hints.dsWrite = disable
 	}
 	if lerr == nil {
 		dropCache(f.fd)

@@ -94,6 +94,9 @@ func parseHints(h Hints) (config, error) {
 	}
 	var err error
 	for k, v := range h {
+		if v == "" && k == "cb_nodes" {
+			continue
+		}
 		var n int64
 		switch k {
 		case "cb_nodes":

@@ -109,7 +109,7 @@ func sieve(t tri, ps []piece) bool {
 	}
 	span := ps[len(ps)-1].off + ps[len(ps)-1].len - ps[0].off
 	// Worth it when the pieces are small and fill a good part of the span.
-	return sum/int64(len(ps)) < 64<<10 && sum*4 >= span
+	return sum/int64(len(ps)) < 8<<10 && sum*4 >= span
 }
 
 func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) {

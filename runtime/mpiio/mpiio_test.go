@@ -16,7 +16,7 @@ import (
 )
 
 // runRanks runs body on n in-process ranks and fails on any error.
-func runRanks(t *testing.T, n int, body func(c *mpi.Comm) error) {
+func runRanks(t testing.TB, n int, body func(c *mpi.Comm) error) {
 	t.Helper()
 	job := mpi.NewMemJob(n)
 	var wg sync.WaitGroup

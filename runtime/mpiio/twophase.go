@@ -350,7 +350,7 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			ioWG[r%2].Wait() // round r-2's write is done with this buffer
 			if len(ar.runs) > 0 {
 				w := b[:ar.hi-ar.lo]
-				sv := sieved(ar.runs)
+				sv := sieved(ar.runs) && !f.noRead
 				if sv {
 					// Fill the holes with the file's bytes first.
 					slo, shi := ar.runs[0].off, ar.runs[len(ar.runs)-1].off+ar.runs[len(ar.runs)-1].len
