@@ -137,8 +137,19 @@ func TestCacheReadBack(t *testing.T) {
 		if _, err := f.WriteAtAll(buf, int64(c.Rank()*10000)); err != nil {
 			return err
 		}
-		if sz, err := f.Size(); err != nil || sz != 30000 {
-			return fmt.Errorf("size %d, %v", sz, err)
+		// The aggregator's own reads see its cache at once; other ranks'
+		// after Sync (MPI's sync-barrier-sync rule).
+		if c.Rank() == 0 {
+			if sz, err := f.Size(); err != nil || sz != 30000 {
+				return fmt.Errorf("size %d, %v", sz, err)
+			}
+			got := make([]byte, 30000)
+			if _, err := f.ReadAt(got, 0); err != nil || got[0] != 1 || got[29999] != 3 {
+				return fmt.Errorf("aggregator read before sync: %d %d %v", got[0], got[29999], err)
+			}
+		}
+		if err := f.Sync(); err != nil {
+			return err
 		}
 		got := make([]byte, 10000)
 		if _, err := f.ReadAt(got, int64(((c.Rank()+1)%3)*10000)); err != nil {
