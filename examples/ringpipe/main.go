@@ -348,15 +348,14 @@ func run(c *mpi.Comm) error {
 // closed) returns the complete records read so far and starts the next
 // read into the other buffer before the caller processes them.
 type input struct {
-	f     *mpiio.File
-	size  int64
-	off   int64
-	bufs  [2][]byte
-	cur   int
-	req   *mpi.Request
-	done  <-chan struct{} // the pending read's, or closed when input ended
-	work  []byte          // records being handed out; the tail of a partial one
-	ended bool
+	f    *mpiio.File
+	size int64
+	off  int64
+	bufs [2][]byte
+	cur  int
+	req  *mpi.Request
+	done <-chan struct{} // the pending read's, or closed when input ended
+	work []byte          // records being handed out; the tail of a partial one
 }
 
 func openInput(c *mpi.Comm) (*input, error) {

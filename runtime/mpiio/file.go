@@ -521,11 +521,3 @@ func (f *File) Atomicity() bool {
 	defer f.mu.RUnlock()
 	return f.atomic
 }
-
-// short turns a short transfer into an error naming where it stopped.
-func short(n, want int, err error) error {
-	if n < want && err == nil {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
-}
