@@ -61,3 +61,50 @@ func BenchmarkIORHard(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCachedWrite: the time a collective write blocks, direct
+// (fsync'd) and through a node-local cache in /dev/shm (flushed after the
+// timer, at Close).
+func BenchmarkCachedWrite(b *testing.B) {
+	const per = 32 << 20
+	for _, mode := range []string{"direct", "cached"} {
+		b.Run(mode, func(b *testing.B) {
+			dir := os.Getenv("GOMPI_BENCH_DIR")
+			if dir == "" {
+				dir = b.TempDir()
+			}
+			cache, err := os.MkdirTemp("/dev/shm", "gompi-mpiio-bench-")
+			if err != nil {
+				b.Skip("no /dev/shm")
+			}
+			defer os.RemoveAll(cache)
+			b.SetBytes(2 * per)
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				path := filepath.Join(dir, "cached-"+strconv.Itoa(i))
+				h := mpiio.Hints{"cb_nodes": "2"}
+				if mode == "cached" {
+					h["gompi_cache_dir"] = cache
+				}
+				runRanks(b, 2, func(c *mpi.Comm) error {
+					f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly|mpiio.ModeDeleteOnClose, h)
+					if err != nil {
+						return err
+					}
+					buf := make([]byte, per)
+					c.Barrier()
+					if c.Rank() == 0 {
+						b.StartTimer()
+					}
+					if _, err := f.WriteAtAll(buf, int64(c.Rank()*per)); err != nil {
+						return err
+					}
+					if c.Rank() == 0 {
+						b.StopTimer()
+					}
+					return f.Close()
+				})
+			}
+		})
+	}
+}
