@@ -39,10 +39,15 @@ func runRanks(t testing.TB, n int, body func(c *mpi.Comm) error) {
 		}(r)
 	}
 	wg.Wait()
+	failed := false
 	for r, err := range errs {
 		if err != nil {
-			t.Fatalf("rank %d: %v", r, err)
+			t.Errorf("rank %d: %v", r, err)
+			failed = true
 		}
+	}
+	if failed {
+		t.FailNow()
 	}
 }
 
