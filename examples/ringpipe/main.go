@@ -1,8 +1,8 @@
 // Command ringpipe streams every rank's records around a ring of ranks.
 //
 // Each rank reads length-prefixed records from its own file
-// (<dir>/rank-<R>.dat) with double buffering: a reader goroutine fills one
-// chunk buffer while the other is being processed. Every record, its own
+// (<dir>/rank-<R>.dat) with double buffering: an asynchronous IreadAt
+// fills one chunk buffer while the other's records are being processed. Every record, its own
 // and those arriving from the left neighbour, is processed (its CRC-32C is
 // computed and checked against the one carried in the packet) and
 // forwarded to the right neighbour with Isend until it has visited every
@@ -19,6 +19,11 @@
 //
 // -gen N makes every rank write N random records to its file first.
 // Input format: records of a little-endian u32 length and that many bytes.
+//
+// Input is read with MPI-IO's IreadAt (runtime/mpiio) and double
+// buffering: while the records of one chunk are processed and sent, the
+// next chunk is being read into the other buffer, and the main loop waits
+// for the read's request and the ring's receive in one select.
 package main
 
 import (
@@ -29,13 +34,13 @@ import (
 	"flag"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"time"
 
 	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/mpiio"
 )
 
 var (
@@ -110,59 +115,6 @@ func generate(rank, n int) error {
 	return f.Close()
 }
 
-// chunk is one read buffer: whole records packed back to back.
-type chunk struct {
-	buf  []byte
-	recs [][2]int // [start, end) of each record in buf
-	err  error    // set on the last chunk if reading failed
-}
-
-// reader fills chunks from empty and hands them over on full; with two
-// chunks it reads one while the caller processes the other. It closes
-// full at the end of the file.
-func reader(path string, empty <-chan *chunk, full chan<- *chunk) {
-	defer close(full)
-	f, err := os.Open(path)
-	if err != nil {
-		ch := <-empty
-		ch.buf, ch.recs, ch.err = ch.buf[:0], ch.recs[:0], err
-		full <- ch
-		return
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	ch := <-empty
-	ch.buf, ch.recs = ch.buf[:0], ch.recs[:0]
-	var l [4]byte
-	for {
-		if _, err := io.ReadFull(r, l[:]); err != nil {
-			if err != io.EOF {
-				ch.err = fmt.Errorf("%s: %w", path, err)
-			}
-			break
-		}
-		k := int(binary.LittleEndian.Uint32(l[:]))
-		if k > cap(ch.buf) || k > *maxRec {
-			ch.err = fmt.Errorf("%s: record of %d bytes (max %d)", path, k, min(cap(ch.buf), *maxRec))
-			break
-		}
-		if len(ch.buf)+k > cap(ch.buf) { // full: hand over, take the other
-			full <- ch
-			ch = <-empty
-			ch.buf, ch.recs = ch.buf[:0], ch.recs[:0]
-		}
-		start := len(ch.buf)
-		ch.buf = ch.buf[:start+k]
-		if _, err := io.ReadFull(r, ch.buf[start:]); err != nil {
-			ch.err = fmt.Errorf("%s: truncated record: %w", path, err)
-			ch.buf = ch.buf[:start]
-			break
-		}
-		ch.recs = append(ch.recs, [2]int{start, start + k})
-	}
-	full <- ch
-}
-
 type stats struct {
 	own, seen       int64 // records read here / processed here
 	ownSum, seenSum uint64
@@ -235,11 +187,12 @@ func run(c *mpi.Comm) error {
 		}
 	}
 	start := time.Now()
-	empty, full := make(chan *chunk, 2), make(chan *chunk)
-	for i := 0; i < 2; i++ {
-		empty <- &chunk{buf: make([]byte, 0, max(*chunkSz, *maxRec))}
+	in, err := openInput(c)
+	if err != nil {
+		return err
 	}
-	go reader(fileOf(r), empty, full)
+	defer in.f.Close()
+	in.next()
 
 	g := &ring{c: c, right: (r + 1) % n, limit: max(*inflight, 1), maxPkt: hdrLen + *maxRec}
 	left := (r - 1 + n) % n
@@ -269,12 +222,14 @@ func run(c *mpi.Comm) error {
 	if rreq != nil {
 		recvDone = rreq.Done()
 	}
-	input := (<-chan *chunk)(full)
 	for ends < n {
 		select {
-		case ch, ok := <-input:
-			if !ok { // own records exhausted: end packet
-				input = nil
+		case <-in.done:
+			recs, err := in.take()
+			if err != nil {
+				return err
+			}
+			if recs == nil { // own records exhausted: end packet
 				ends++
 				if n > 1 {
 					pkt := g.buffer()[:hdrLen]
@@ -285,11 +240,7 @@ func run(c *mpi.Comm) error {
 				}
 				continue
 			}
-			if ch.err != nil {
-				return ch.err
-			}
-			for _, b := range ch.recs {
-				payload := ch.buf[b[0]:b[1]]
+			for _, payload := range recs {
 				sum := process(payload)
 				st.own++
 				st.ownSum += uint64(sum)
@@ -303,7 +254,6 @@ func run(c *mpi.Comm) error {
 				}
 				seq++
 			}
-			empty <- ch
 		case <-recvDone:
 			rs, err := rreq.Wait(context.Background())
 			if err != nil {
@@ -391,4 +341,89 @@ func run(c *mpi.Comm) error {
 	fmt.Printf("ringpipe: %d ranks, %d records, %d bytes, checksum %016x, every rank saw every record: ok\n",
 		n, total[0], lo[1], totalSum[0])
 	return nil
+}
+
+// input reads this rank's file in chunks with IreadAt, two buffers in
+// turn: next starts reading the following chunk, take (once done is
+// closed) returns the complete records read so far and starts the next
+// read into the other buffer before the caller processes them.
+type input struct {
+	f    *mpiio.File
+	size int64
+	off  int64
+	bufs [2][]byte
+	cur  int
+	req  *mpi.Request
+	done <-chan struct{} // the pending read's, or closed when input ended
+	work []byte          // records being handed out; the tail of a partial one
+}
+
+func openInput(c *mpi.Comm) (*input, error) {
+	// Every rank reads its own file: open it on a communicator of one.
+	self, err := c.Split(c.Rank(), 0)
+	if err != nil {
+		return nil, err
+	}
+	f, err := mpiio.Open(context.Background(), self, fileOf(c.Rank()), mpiio.ModeRdonly, nil)
+	if err != nil {
+		return nil, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	cs := max(*chunkSz, *maxRec+4)
+	return &input{f: f, size: size, bufs: [2][]byte{make([]byte, cs), make([]byte, cs)}}, nil
+}
+
+var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (in *input) next() {
+	if in.off >= in.size {
+		in.req, in.done = nil, closedCh
+		return
+	}
+	n := min(int64(len(in.bufs[in.cur])), in.size-in.off)
+	in.req = in.f.IreadAt(in.bufs[in.cur][:n], in.off)
+	in.done = in.req.Done()
+	in.off += n
+}
+
+// take returns the records completed by the finished read (nil at the end
+// of the input, after which done never fires again).
+func (in *input) take() ([][]byte, error) {
+	if in.req == nil {
+		if len(in.work) > 0 {
+			return nil, fmt.Errorf("%s: truncated record at the end (%d bytes left)", in.f.Path(), len(in.work))
+		}
+		in.done = nil
+		return nil, nil
+	}
+	st, err := in.req.Wait(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	// The records' bytes are copied out, so the buffer can take the read
+	// after next; start the next read now, before the records are used.
+	data := append(in.work, in.bufs[in.cur][:st.Bytes]...)
+	in.cur ^= 1
+	in.next()
+	var recs [][]byte
+	for len(data) >= 4 {
+		k := int(binary.LittleEndian.Uint32(data))
+		if k > *maxRec {
+			return nil, fmt.Errorf("record of %d bytes (max %d)", k, *maxRec)
+		}
+		if len(data) < 4+k {
+			break
+		}
+		recs = append(recs, data[4:4+k])
+		data = data[4+k:]
+	}
+	in.work = append([]byte(nil), data...)
+	if recs == nil {
+		recs = [][]byte{} // not the end: just no complete record yet
+	}
+	return recs, nil
 }

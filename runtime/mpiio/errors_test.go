@@ -1,0 +1,149 @@
+package mpiio_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/mpiio"
+)
+
+func TestOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	exists := filepath.Join(dir, "exists")
+	os.WriteFile(exists, []byte("x"), 0o644)
+	cases := []struct {
+		name  string
+		path  string
+		mode  func(r int) mpiio.Mode
+		hints mpiio.Hints
+		check func(error) bool
+	}{
+		{"modes differ", filepath.Join(dir, "a"), func(r int) mpiio.Mode {
+			if r == 1 {
+				return mpiio.ModeCreate | mpiio.ModeWronly
+			}
+			return mpiio.ModeCreate | mpiio.ModeRdwr
+		}, nil, func(err error) bool { return errors.Is(err, mpiio.ErrMode) || errors.Is(err, mpiio.ErrRemote) }},
+		{"two access modes", filepath.Join(dir, "b"), func(int) mpiio.Mode { return mpiio.ModeRdonly | mpiio.ModeRdwr }, nil,
+			func(err error) bool { return errors.Is(err, mpiio.ErrMode) }},
+		{"exclusive exists", exists, func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeExcl | mpiio.ModeRdwr }, nil,
+			func(err error) bool { return errors.Is(err, os.ErrExist) || errors.Is(err, mpiio.ErrRemote) }},
+		{"missing", filepath.Join(dir, "nope"), func(int) mpiio.Mode { return mpiio.ModeRdonly }, nil,
+			func(err error) bool { return errors.Is(err, os.ErrNotExist) || errors.Is(err, mpiio.ErrRemote) }},
+		{"bad hint", filepath.Join(dir, "c"), func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeRdwr },
+			mpiio.Hints{"cb_buffer_size": "lots", "unknown_hint": "ignored"}, func(err error) bool {
+				var he *mpiio.HintError
+				return errors.As(err, &he) && he.Key == "cb_buffer_size" && strings.Contains(err.Error(), "cb_buffer_size")
+			}},
+		{"bad tri hint", filepath.Join(dir, "d"), func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeRdwr },
+			mpiio.Hints{"romio_cb_write": "sometimes"}, func(err error) bool {
+				var he *mpiio.HintError
+				return errors.As(err, &he) && he.Key == "romio_cb_write"
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runRanks(t, 3, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, tc.path, tc.mode(c.Rank()), tc.hints)
+				if err == nil {
+					f.Close()
+					return fmt.Errorf("opened")
+				}
+				if !tc.check(err) {
+					return fmt.Errorf("unexpected error %v", err)
+				}
+				return nil
+			})
+		})
+	}
+}
+
+func TestShortReadAndClosed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteAtAll(make([]byte, 100), int64(100*c.Rank())); err != nil {
+			return err
+		}
+		buf := make([]byte, 150)
+		for _, read := range []func([]byte, int64) (int, error){f.ReadAt, f.ReadAtAll} {
+			n, err := read(buf, 100)
+			var e *mpiio.Error
+			if n != 100 || !errors.Is(err, io.EOF) || !errors.As(err, &e) || e.Rank != c.Rank() || e.Off != 200 {
+				return fmt.Errorf("short read: n=%d err=%v", n, err)
+			}
+		}
+		if err := f.SetSize(50); err != nil {
+			return err
+		}
+		if sz, _ := f.Size(); sz != 50 {
+			return fmt.Errorf("size after SetSize %d", sz)
+		}
+		if err := f.Preallocate(4096); err != nil {
+			return err
+		}
+		if sz, _ := f.Size(); sz != 4096 {
+			return fmt.Errorf("size after Preallocate %d", sz)
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if _, err := f.ReadAt(buf, 0); !errors.Is(err, mpiio.ErrClosed) {
+			return fmt.Errorf("read after close: %v", err)
+		}
+		return nil
+	})
+}
+
+// Overlapping independent writes in atomic mode: every byte range ends up
+// all one writer's, never a mix.
+func TestAtomicOverlap(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	const n = 1 << 16
+	runRanks(t, 4, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, mpiio.Hints{"romio_ds_write": "disable"})
+		if err != nil {
+			return err
+		}
+		if err := f.SetAtomicity(true); err != nil {
+			return err
+		}
+		// A strided view written through sieving, overlapping every rank's.
+		ft, _ := mpi.Vector(n/64, 16, 32, mpi.Byte)
+		if err := f.SetView(0, mpi.Byte, ft); err != nil {
+			return err
+		}
+		buf := make([]byte, ft.Size())
+		for i := range buf {
+			buf[i] = byte(c.Rank() + 1)
+		}
+		for k := 0; k < 5; k++ {
+			if _, err := f.WriteAt(buf, 0); err != nil {
+				return err
+			}
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
+		got := make([]byte, len(buf))
+		if _, err := f.ReadAt(got, 0); err != nil {
+			return err
+		}
+		for i := range got {
+			if got[i] != got[0] {
+				return fmt.Errorf("byte %d from writer %d, byte 0 from %d: not atomic", i, got[i], got[0])
+			}
+		}
+		return f.Close()
+	})
+}
