@@ -5,7 +5,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 10s
 NP          ?= 4
 
-.PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
+.PHONY: all build setup test unit fuzz demo bench bench-ssh bench-io lint fmt clean
 
 all: build
 
@@ -48,6 +48,11 @@ bench: setup build
 # Launch over SSH on a 3-host network-namespace cluster (test/cluster; root only).
 bench-ssh: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec -ssh
+
+# MPI-IO of runtime/mpiio against ROMIO and dd (IOR hard, contiguous, file per
+# process; 2 and 4 ranks; about 5 minutes); table, docs/bench/io.{csv,svg,png}.
+bench-io: setup build
+	$(GO) run ./test/bench -io -gompiexec ./$(BIN)/gompiexec -gompi-iobench ./$(BIN)/gompi-iobench -io-csv docs/bench/io.csv -io-svg docs/bench/io.svg
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

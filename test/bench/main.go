@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -35,6 +36,15 @@ func main() {
 	osuSVG := flag.String("osu-svg", "bench-out/osu.svg", "with -osu: plot of latency and bandwidth (SVG; a PNG is written next to it; empty: none)")
 	osuBin := flag.String("gompi-bench", "", "with -osu: gompi-bench binary (default: built from ./cmd/gompi-bench)")
 	osuTimeout := flag.Duration("osu-timeout", 10*time.Minute, "with -osu: limit for one benchmark run")
+	io := flag.Bool("io", false, "instead of launch times, compare MPI-IO of the Go runtime (cmd/gompi-iobench, runtime/mpiio) with ROMIO (test/bench/io/iobench.c) and dd (make bench-io)")
+	ioDir := flag.String("io-dir", "/var/tmp", "with -io: directory for the files (a real disk, not tmpfs)")
+	ioCache := flag.String("io-cache", "/dev/shm", "with -io: node-local cache directory for the cached mode")
+	ioBytes := flag.Int64("io-bytes", 400_000_000, "with -io: bytes per run, all ranks together")
+	ioReps := flag.Int("io-reps", 3, "with -io: rounds (median reported)")
+	ioRanks := flag.String("io-ranks", "2,4", "with -io: rank counts")
+	ioCSV := flag.String("io-csv", "bench-out/io.csv", "with -io: CSV of the medians (empty: none)")
+	ioSVG := flag.String("io-svg", "bench-out/io.svg", "with -io: bar plot (SVG; a PNG is written next to it; empty: none)")
+	ioBin := flag.String("gompi-iobench", "", "with -io: gompi-iobench binary (default: built from ./cmd/gompi-iobench)")
 	flag.Parse()
 	if _, err := exec.LookPath(*hydra); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s not found (run test/setup.sh)\n", *hydra)
@@ -46,6 +56,25 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
+	if *io {
+		var ranks []int
+		for _, f := range strings.Split(*ioRanks, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "bench: -io-ranks %q: want a list of positive integers\n", *ioRanks)
+				os.Exit(2)
+			}
+			ranks = append(ranks, n)
+		}
+		err := benchIO(ioConfig{gompiexec: *gompi, iobench: *ioBin, dir: *ioDir, cacheDir: *ioCache, bytes: *ioBytes,
+			reps: *ioReps, ranks: ranks, csv: *ioCSV, svg: *ioSVG, timeout: 10 * time.Minute}, dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: io:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		return
+	}
 	if *osu {
 		err := benchOSU(osuConfig{gompiexec: *gompi, hydra: *hydra, gompiBench: *osuBin, reps: *osuReps,
 			max: *osuMax, iters: *osuIters, np4Iters: *osuNP4, svg: *osuSVG, timeout: *osuTimeout}, dir)
