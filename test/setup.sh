@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped quickly.
 set -euo pipefail
 need=()
-for p in mpich libmpich-dev libpmi2-0-dev hwloc-nox openssh-server openssh-client iproute2 procps; do
+for p in mpich libmpich-dev libpmi2-0-dev hwloc-nox openssh-server openssh-client iproute2 procps sshfs fuse3; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
