@@ -44,7 +44,7 @@ func main() {
 	ioRanks := flag.String("io-ranks", "2,4", "with -io: rank counts")
 	ioCSV := flag.String("io-csv", "bench-out/io.csv", "with -io: CSV of the medians (empty: none)")
 	ioSVG := flag.String("io-svg", "bench-out/io.svg", "with -io: bar plot (SVG; a PNG is written next to it; empty: none)")
-	ioBin := flag.String("gompi-iobench", "", "with -io: gompi-iobench binary (default: built from ./cmd/gompi-iobench)")
+	ioBin := flag.String("gompi-iobench", "", "with -io: gompi-iobench binary (default: built from ./cmd/gompi-iobench; none: only dd and ROMIO)")
 	flag.Parse()
 	if _, err := exec.LookPath(*hydra); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %s not found (run test/setup.sh)\n", *hydra)
