@@ -234,7 +234,13 @@ func printIORow(res ioResults, c ioCase) {
 		dd, _ := res.med(ioKey{c, "dd", op})
 		g, _ := res.med(ioKey{c, "gompi", op})
 		ro, _ := res.med(ioKey{c, "romio", op})
-		fmt.Printf("%-3d %-13s %-5s %9s %9s %9s %9s %7.2fx %8.2fx\n", c.np, c.String(), op, v["dd"], v["romio"], v["gompi"], v["gompi-cached"], g/dd, g/ro)
+		ratio := func(a, b float64) string {
+			if a <= 0 || b <= 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.2fx", a/b)
+		}
+		fmt.Printf("%-3d %-13s %-5s %9s %9s %9s %9s %8s %9s\n", c.np, c.String(), op, v["dd"], v["romio"], v["gompi"], v["gompi-cached"], ratio(g, dd), ratio(g, ro))
 	}
 }
 
@@ -256,6 +262,10 @@ func printIOGoals(res ioResults, ranks []int) {
 		rc, _ := res.med(ioKey{coll, "romio", "write"})
 		ri, _ := res.med(ioKey{indep, "romio", "write"})
 		best := max(rc, ri)
+		if g == 0 {
+			fmt.Printf("  np=%d IOR-hard write: dd %.0f MB/s, ROMIO's better mode %.0f MB/s (no gompi run)\n", np, dd, best)
+			continue
+		}
 		fmt.Printf("  np=%d IOR-hard collective write: gompi %.0f MB/s = %.2fx dd (goal >= 0.7x: %s), %.2fx ROMIO's better mode %.0f MB/s (goal >= 1x: %s)\n",
 			np, g, g/dd, verdict(g/dd >= 0.7), g/best, best, verdict(g >= best))
 		direct, _ := res.med(ioKey{coll, "gompi", "block"})
