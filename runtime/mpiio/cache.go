@@ -1,0 +1,224 @@
+package mpiio
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gompi/gompi/runtime/mpiio/journal"
+)
+
+// cache is one rank's node-local write-back cache of a file: writes are
+// appended to a data file in the cache directory and journaled, and a
+// flusher goroutine writes them to the shared file in order. Collective
+// writes put only aggregators' (block-aligned) windows here, so flushes
+// from different hosts never share a block.
+type cache struct {
+	target     *os.File
+	abs        string // the shared file's absolute name, for the journal header
+	data, jnl  *os.File
+	jnlPath    string
+	dataPath   string
+	flushChunk int64
+	delay      time.Duration // test knob: pause before each flush
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	seq     uint64
+	dataEnd int64
+	queue   []journal.Extent // acknowledged, not yet flushed, in order
+	maxEnd  int64            // largest file end of a queued extent
+	err     error            // the flusher's first failure (sticky)
+	stop    bool
+	stopped chan struct{}
+}
+
+// cacheKey names a file's journal pair for one rank.
+func cacheKey(path string, rank int) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256([]byte(abs))
+	return hex.EncodeToString(h[:12]) + "-r" + strconv.Itoa(rank), nil
+}
+
+func openCache(f *File) (*cache, error) {
+	dir := f.hints.cacheDir
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, &HintError{"gompi_cache_dir", dir, err}
+	}
+	key, err := cacheKey(f.path, f.rank)
+	if err != nil {
+		return nil, err
+	}
+	c := &cache{target: f.fd, jnlPath: filepath.Join(dir, key+journal.JournalSuffix),
+		dataPath: filepath.Join(dir, key+journal.DataSuffix), flushChunk: f.hints.cacheFlush,
+		delay: f.hints.flushDelay, stopped: make(chan struct{})}
+	c.cond = sync.NewCond(&c.mu)
+	// A journal left by a crashed run: write what it acknowledged.
+	if _, _, err := journal.Replay(c.jnlPath); err != nil {
+		return nil, fmt.Errorf("cache recovery: %w", err)
+	}
+	abs, _ := filepath.Abs(f.path)
+	c.abs = abs
+	if c.data, err = os.OpenFile(c.dataPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+		return nil, err
+	}
+	if c.jnl, err = os.OpenFile(c.jnlPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
+		c.data.Close()
+		return nil, err
+	}
+	if _, err := c.jnl.Write(journal.Header(abs)); err != nil {
+		c.data.Close()
+		c.jnl.Close()
+		return nil, err
+	}
+	go c.flusher()
+	return c, nil
+}
+
+// put caches b for file offset off. When it returns, the bytes and their
+// journal record are in the cache directory: a crash after this loses
+// nothing (the next Open or journal.Replay writes them).
+func (c *cache) put(off int64, b []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if _, err := c.data.WriteAt(b, c.dataEnd); err != nil {
+		return fmt.Errorf("cache data %s: %w", c.dataPath, err)
+	}
+	c.seq++
+	e := journal.Extent{Seq: c.seq, FileOff: off, Len: int64(len(b)), DataOff: c.dataEnd, CRC: journal.Checksum(b)}
+	if _, err := c.jnl.Write(journal.ExtentRecord(e)); err != nil {
+		return fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+	}
+	c.dataEnd += int64(len(b))
+	c.queue = append(c.queue, e)
+	c.maxEnd = max(c.maxEnd, off+int64(len(b)))
+	c.cond.Broadcast()
+	return nil
+}
+
+func (c *cache) flusher() {
+	defer close(c.stopped)
+	var buf []byte
+	for {
+		c.mu.Lock()
+		for len(c.queue) == 0 && !c.stop {
+			c.cond.Wait()
+		}
+		if len(c.queue) == 0 || c.err != nil {
+			c.mu.Unlock()
+			return
+		}
+		e := c.queue[0]
+		c.mu.Unlock()
+		if c.delay > 0 {
+			time.Sleep(c.delay)
+		}
+		err := c.flushOne(e, &buf)
+		c.mu.Lock()
+		if err != nil {
+			c.err = fmt.Errorf("cache flush of %d bytes at offset %d: %w", e.Len, e.FileOff, err)
+			c.queue = nil
+		} else {
+			c.queue = c.queue[1:]
+			_, err = c.jnl.Write(journal.FlushedRecord(e.Seq))
+			if err != nil {
+				c.err = fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+			}
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+}
+
+func (c *cache) flushOne(e journal.Extent, buf *[]byte) error {
+	for done := int64(0); done < e.Len; {
+		n := min(c.flushChunk, e.Len-done)
+		if int64(cap(*buf)) < n {
+			*buf = make([]byte, n)
+		}
+		b := (*buf)[:n]
+		if _, err := c.data.ReadAt(b, e.DataOff+done); err != nil {
+			return err
+		}
+		if _, err := pwriteFull(c.target, b, e.FileOff+done); err != nil {
+			return err
+		}
+		done += n
+	}
+	return nil
+}
+
+// drain waits until every cached extent is on the shared file, syncs it,
+// and empties the journal.
+func (c *cache) drain() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.queue) > 0 && c.err == nil {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		return c.err
+	}
+	if c.seq == 0 || c.dataEnd == 0 {
+		return nil
+	}
+	if err := c.target.Sync(); err != nil {
+		return err
+	}
+	// Everything is durable on the shared file: start a new journal.
+	if err := c.jnl.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := c.jnl.WriteAt(journal.Header(c.abs), 0); err != nil {
+		return err
+	}
+	if _, err := c.jnl.Seek(0, 2); err != nil {
+		return err
+	}
+	if err := c.data.Truncate(0); err != nil {
+		return err
+	}
+	c.dataEnd = 0
+	c.maxEnd = 0
+	return nil
+}
+
+// size is the file size as readers of this rank will see it after a drain.
+func (c *cache) size() (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, err := c.target.Stat()
+	if err != nil {
+		return 0, false
+	}
+	return max(st.Size(), c.maxEnd), true
+}
+
+// close stops the flusher (after a drain) and removes the journal pair
+// when nothing is left to flush.
+func (c *cache) close() error {
+	c.mu.Lock()
+	c.stop = true
+	c.cond.Broadcast()
+	empty := len(c.queue) == 0 && c.err == nil
+	c.mu.Unlock()
+	<-c.stopped
+	c.data.Close()
+	c.jnl.Close()
+	if empty {
+		os.Remove(c.jnlPath)
+		os.Remove(c.dataPath)
+	}
+	return nil
+}

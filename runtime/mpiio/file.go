@@ -1,0 +1,521 @@
+// Package mpiio is MPI-IO for gompi's Go ranks: one shared file read and
+// written by every rank of a communicator, through file views, with
+// independent, collective and asynchronous operations. It is built only on
+// package mpi's public API.
+//
+// Model. Open is collective over a communicator; each rank holds its own
+// descriptor of the file. A view (SetView: displacement, etype, filetype)
+// says which bytes of the file a rank sees: copies of the filetype tile
+// the file from the displacement on, and a rank's data stream is the
+// concatenation of the filetype's blocks, tile after tile. Offsets of
+// ReadAt/WriteAt and friends count etypes in that stream. The default view
+// is the whole file as bytes.
+//
+// Independent operations (ReadAt, WriteAt, IreadAt, IwriteAt) touch only
+// the caller's bytes; many small strided pieces are read and written
+// through data sieving (one large read, or a locked read-modify-write).
+// Collective operations (ReadAtAll, WriteAtAll) are called by every rank of
+// the communicator; they run two-phase I/O: aggregators (hint cb_nodes,
+// default one per host) own disjoint file domains aligned to the file
+// system block or stripe size (hint striping_unit), receive every rank's
+// pieces of their domain over the runtime and issue large contiguous
+// pread/pwrite calls, cb_buffer_size bytes per round, overlapping the next
+// round's exchange with this round's I/O. Reads run the plan backwards.
+//
+// Consistency (docs/io.md): when a collective write returns, the bytes are
+// on the file system (aggregators fsync) and every rank has returned from
+// it; a rank that then opens the file, or calls Sync, reads them, also on
+// a caching client (Open and Sync drop the rank's cached pages). Because
+// domains are block-aligned, two hosts never write one file-system block
+// in one collective call. SetAtomicity(true) makes overlapping
+// independent writes atomic with byte-range locks.
+//
+// With the hint gompi_cache_dir, writes go to a node-local cache directory
+// first, with a journal, and a background flusher writes them to the shared
+// file; Sync and Close wait for it, and after a crash the next Open (or
+// journal.Replay) writes what was acknowledged but not flushed.
+//
+// Errors are values: *Error names the operation, the file, the rank and
+// the file offset; hint errors are *HintError. Nothing here exits the
+// process.
+package mpiio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	mpi "github.com/gompi/gompi/runtime"
+)
+
+// Mode is a set of Open flags (MPI_MODE_*).
+type Mode int
+
+const (
+	ModeRdonly Mode = 1 << iota // read only
+	ModeWronly                  // write only
+	ModeRdwr                    // read and write
+	ModeCreate                  // create the file if it does not exist
+	ModeExcl                    // with ModeCreate: fail if it exists
+	// ModeDeleteOnClose removes the file when the last rank closes it.
+	ModeDeleteOnClose
+)
+
+func (m Mode) String() string {
+	var parts []string
+	for _, f := range []struct {
+		m Mode
+		s string
+	}{{ModeRdonly, "rdonly"}, {ModeWronly, "wronly"}, {ModeRdwr, "rdwr"}, {ModeCreate, "create"}, {ModeExcl, "excl"}, {ModeDeleteOnClose, "delete_on_close"}} {
+		if m&f.m != 0 {
+			parts = append(parts, f.s)
+		}
+	}
+	if rest := m &^ (ModeDeleteOnClose<<1 - 1); rest != 0 {
+		parts = append(parts, fmt.Sprintf("%#x", int(rest)))
+	}
+	return strings.Join(parts, "|")
+}
+
+// Errors, usable with errors.Is.
+var (
+	// ErrMode: bad or inconsistent Open flags, or an operation the open
+	// mode does not allow.
+	ErrMode = errors.New("mpiio: bad access mode")
+	// ErrClosed: the file was closed.
+	ErrClosed = errors.New("mpiio: file closed")
+	// ErrView: a filetype or etype that cannot be a view.
+	ErrView = errors.New("mpiio: invalid view")
+	// ErrRemote: the operation failed on another rank (the *Error's Rank).
+	ErrRemote = errors.New("failed on another rank")
+)
+
+// Error reports a failed operation: which, on what file, on which rank,
+// at which file offset (-1 when none applies), and why.
+type Error struct {
+	Op   string
+	Path string
+	Rank int
+	Off  int64
+	Err  error
+}
+
+func (e *Error) Error() string {
+	if e.Off >= 0 {
+		return fmt.Sprintf("mpiio: %s %s: rank %d, offset %d: %v", e.Op, e.Path, e.Rank, e.Off, e.Err)
+	}
+	return fmt.Sprintf("mpiio: %s %s: rank %d: %v", e.Op, e.Path, e.Rank, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// File is a file opened collectively by the ranks of a communicator.
+// Independent operations are safe from several goroutines; collective
+// ones must be called by every rank in the same order, one at a time.
+type File struct {
+	ctx   context.Context
+	comm  *mpi.Comm // a duplicate of the caller's, for the file's traffic
+	rank  int
+	path  string
+	mode  Mode
+	fd    *os.File
+	hints config
+	aggs  []int // aggregator ranks, in file-domain order
+
+	mu     sync.RWMutex // view and atomicity against independent operations
+	view   *view
+	views  []*view // every rank's view (collective operations)
+	atomic bool
+
+	cache  *cache // node-local write-back cache, nil without one
+	closed bool
+
+	bufMu sync.Mutex
+	cbufs [2][]byte // an aggregator's round buffers
+}
+
+func (f *File) err(op string, off int64, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return &Error{Op: op, Path: f.path, Rank: f.rank, Off: off, Err: err}
+}
+
+// agree is the collective end of an operation: every rank learns whether
+// any rank failed. A rank that failed gets its own error; the others an
+// *Error naming the first failed rank and wrapping ErrRemote.
+func (f *File) agree(op string, err error) error {
+	return agree(f.comm, f.path, op, err)
+}
+
+func agree(comm *mpi.Comm, path, op string, err error) error {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	all, gerr := mpi.AllgatherValue(comm, msg)
+	if gerr != nil {
+		if err != nil {
+			return err
+		}
+		return &Error{Op: op, Path: path, Rank: comm.Rank(), Off: -1, Err: gerr}
+	}
+	if err != nil {
+		return err
+	}
+	for r, m := range all {
+		if m != "" {
+			return &Error{Op: op, Path: path, Rank: r, Off: -1, Err: fmt.Errorf("%w: %s", ErrRemote, m)}
+		}
+	}
+	return nil
+}
+
+// Open opens path on every rank of comm (collective). Every rank must pass
+// the same mode (checked); hints may differ per rank only in cache hints.
+// Exactly one of ModeRdonly, ModeWronly, ModeRdwr is required; ModeCreate
+// and ModeExcl need write access... as in MPI, ModeRdonly with ModeCreate
+// or ModeExcl is an error. ctx bounds the operations' waits for other
+// ranks.
+func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hints) (*File, error) {
+	rank := comm.Rank()
+	fail := func(err error) (*File, error) {
+		return nil, &Error{Op: "open", Path: path, Rank: rank, Off: -1, Err: err}
+	}
+	cfg, herr := parseHints(hints)
+	modes, err := mpi.AllgatherValue(comm, int(mode))
+	if err != nil {
+		return fail(err)
+	}
+	var lerr error
+	if herr != nil {
+		lerr = herr
+	} else {
+		lerr = checkMode(mode)
+	}
+	for r, m := range modes {
+		if m != int(mode) && lerr == nil {
+			lerr = fmt.Errorf("%w: rank %d opened with %v, rank %d with %v", ErrMode, r, Mode(m), rank, mode)
+		}
+	}
+	if err := agree(comm, path, "open", lerr); err != nil {
+		return nil, err
+	}
+	dup, err := comm.Dup()
+	if err != nil {
+		return fail(err)
+	}
+	f := &File{ctx: ctx, comm: dup, rank: rank, path: path, mode: mode, hints: cfg}
+	flags := 0
+	switch {
+	case mode&ModeRdonly != 0:
+		flags = os.O_RDONLY
+	case mode&ModeWronly != 0:
+		flags = os.O_WRONLY
+	default:
+		flags = os.O_RDWR
+	}
+	// Rank 0 creates; the others open what it made (as ROMIO), so
+	// exclusive creation fails or succeeds once.
+	if rank == 0 {
+		cflags := flags
+		if mode&ModeCreate != 0 {
+			cflags |= os.O_CREATE
+		}
+		if mode&ModeExcl != 0 {
+			cflags |= os.O_EXCL
+		}
+		f.fd, lerr = os.OpenFile(path, cflags, 0o666)
+	}
+	if err := f.agree("open", lerr); err != nil {
+		if f.fd != nil {
+			f.fd.Close()
+		}
+		return nil, err
+	}
+	if rank != 0 {
+		f.fd, lerr = os.OpenFile(path, flags, 0)
+	}
+	if lerr == nil {
+		dropCache(f.fd)
+		lerr = f.setup()
+	}
+	if err := f.agree("open", lerr); err != nil {
+		if f.fd != nil {
+			f.fd.Close()
+		}
+		if f.cache != nil {
+			f.cache.close()
+		}
+		return nil, err
+	}
+	return f, nil
+}
+
+func checkMode(m Mode) error {
+	n := 0
+	for _, a := range []Mode{ModeRdonly, ModeWronly, ModeRdwr} {
+		if m&a != 0 {
+			n++
+		}
+	}
+	switch {
+	case n != 1:
+		return fmt.Errorf("%w: %v: need exactly one of rdonly, wronly, rdwr", ErrMode, m)
+	case m&ModeRdonly != 0 && m&(ModeCreate|ModeExcl) != 0:
+		return fmt.Errorf("%w: %v: create or excl with rdonly", ErrMode, m)
+	case m&^(ModeDeleteOnClose<<1-1) != 0:
+		return fmt.Errorf("%w: %v: unknown flags", ErrMode, m)
+	}
+	return nil
+}
+
+// setup (every rank, after opening) picks the aggregators, the default
+// view and the cache.
+func (f *File) setup() error {
+	if f.hints.stripe == 0 {
+		f.hints.stripe = blockSize(f.fd)
+	}
+	aggs, err := chooseAggregators(f.comm, f.hints.cbNodes)
+	if err != nil {
+		return err
+	}
+	f.aggs = aggs
+	f.view = byteView(0)
+	f.views = make([]*view, f.comm.Size())
+	for i := range f.views {
+		f.views[i] = f.view
+	}
+	if f.hints.cacheDir != "" && f.mode&ModeRdonly == 0 {
+		c, err := openCache(f)
+		if err != nil {
+			return err
+		}
+		f.cache = c
+	}
+	return nil
+}
+
+// blockSize is the file system's preferred I/O size, at least a page.
+func blockSize(fd *os.File) int64 {
+	var st unix.Statfs_t
+	bs := int64(os.Getpagesize())
+	if unix.Fstatfs(int(fd.Fd()), &st) == nil && st.Bsize > bs && st.Bsize <= 64<<20 {
+		bs = st.Bsize
+	}
+	return bs
+}
+
+// dropCache asks the kernel to forget this file's cached pages, so the
+// next reads go to the file system (a caching client's pages may be stale).
+func dropCache(fd *os.File) {
+	_ = unix.Fadvise(int(fd.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// Comm is the communicator the file was opened on (a duplicate).
+func (f *File) Comm() *mpi.Comm { return f.comm }
+
+// Path is the file's name as given to Open.
+func (f *File) Path() string { return f.path }
+
+// Mode is the mode the file was opened with.
+func (f *File) Mode() Mode { return f.mode }
+
+// Hints returns the hints in effect, by ROMIO's names.
+func (f *File) Hints() Hints { return f.hints.effective(len(f.aggs)) }
+
+// Aggregators returns the ranks that do collective buffering's I/O, in
+// file-domain order.
+func (f *File) Aggregators() []int { return append([]int(nil), f.aggs...) }
+
+func (f *File) check(op string, write bool) error {
+	if f.closed {
+		return f.err(op, -1, ErrClosed)
+	}
+	if write && f.mode&ModeRdonly != 0 {
+		return f.err(op, -1, fmt.Errorf("%w: file opened read-only", ErrMode))
+	}
+	if !write && f.mode&ModeWronly != 0 {
+		return f.err(op, -1, fmt.Errorf("%w: file opened write-only", ErrMode))
+	}
+	return nil
+}
+
+// Sync (collective) makes every rank's writes durable and visible: after
+// it returns, every rank reads what any rank wrote before it (MPI's
+// sync-barrier-sync, done in one call). With a cache it waits for the
+// flusher first.
+func (f *File) Sync() error {
+	if f.closed {
+		return f.err("sync", -1, ErrClosed)
+	}
+	var err error
+	if f.cache != nil {
+		err = f.cache.drain()
+	}
+	if err == nil && f.mode&ModeRdonly == 0 {
+		err = f.fd.Sync()
+	}
+	if err := f.agree("sync", f.err("sync", -1, err)); err != nil {
+		return err
+	}
+	dropCache(f.fd)
+	return nil
+}
+
+// Size is the file's current size in bytes.
+func (f *File) Size() (int64, error) {
+	if f.closed {
+		return 0, f.err("size", -1, ErrClosed)
+	}
+	if f.cache != nil {
+		if sz, ok := f.cache.size(); ok {
+			return sz, nil
+		}
+	}
+	st, err := f.fd.Stat()
+	if err != nil {
+		return 0, f.err("size", -1, err)
+	}
+	return st.Size(), nil
+}
+
+// SetSize (collective) truncates or extends the file to size bytes.
+func (f *File) SetSize(size int64) error {
+	if err := f.check("set size", true); err != nil {
+		return err
+	}
+	var err error
+	if size < 0 {
+		err = fmt.Errorf("%w: negative size %d", mpi.ErrArg, size)
+	} else if f.cache != nil {
+		err = f.cache.drain()
+	}
+	if err == nil && f.rank == 0 {
+		err = f.fd.Truncate(size)
+		if err == nil {
+			err = f.fd.Sync()
+		}
+	}
+	if err := f.agree("set size", f.err("set size", size, err)); err != nil {
+		return err
+	}
+	dropCache(f.fd)
+	return nil
+}
+
+// Preallocate (collective) reserves storage for the first size bytes,
+// extending the file if it is shorter.
+func (f *File) Preallocate(size int64) error {
+	if err := f.check("preallocate", true); err != nil {
+		return err
+	}
+	var err error
+	if size < 0 {
+		err = fmt.Errorf("%w: negative size %d", mpi.ErrArg, size)
+	} else if f.rank == 0 && size > 0 {
+		err = unix.Fallocate(int(f.fd.Fd()), 0, 0, size)
+		if errors.Is(err, unix.EOPNOTSUPP) {
+			// File systems without fallocate (FUSE): extend instead.
+			var st os.FileInfo
+			if st, err = f.fd.Stat(); err == nil && st.Size() < size {
+				err = f.fd.Truncate(size)
+			}
+		}
+	}
+	return f.agree("preallocate", f.err("preallocate", size, err))
+}
+
+// Close (collective) flushes the cache, closes every rank's descriptor
+// and, with ModeDeleteOnClose, removes the file.
+func (f *File) Close() error {
+	if f.closed {
+		return f.err("close", -1, ErrClosed)
+	}
+	var err error
+	if f.cache != nil {
+		err = f.cache.drain()
+		if cerr := f.cache.close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil && f.mode&ModeRdonly == 0 && f.hints.syncWrite {
+		err = f.fd.Sync()
+	}
+	if cerr := f.fd.Close(); err == nil {
+		err = cerr
+	}
+	f.closed = true
+	err = f.agree("close", f.err("close", -1, err))
+	if f.mode&ModeDeleteOnClose != 0 {
+		var derr error
+		if f.rank == 0 {
+			derr = os.Remove(f.path)
+		}
+		if aerr := agree(f.comm, f.path, "delete on close", derr); err == nil {
+			err = aerr
+		}
+	}
+	return err
+}
+
+// Delete removes a file (not collective, as MPI_File_delete).
+func Delete(path string) error {
+	if err := os.Remove(path); err != nil {
+		return &Error{Op: "delete", Path: path, Rank: -1, Off: -1, Err: err}
+	}
+	return nil
+}
+
+// SetAtomicity (collective) turns atomic mode on or off. In atomic mode an
+// independent write locks the byte range it spans for its duration (an
+// open-file-description lock, so ranks in one process exclude each other
+// too), and a read takes a shared lock: overlapping independent accesses
+// are serialized. Collective writes are atomic anyway (disjoint domains).
+func (f *File) SetAtomicity(on bool) error {
+	if f.closed {
+		return f.err("set atomicity", -1, ErrClosed)
+	}
+	all, err := mpi.AllgatherValue(f.comm, on)
+	var lerr error
+	if err != nil {
+		lerr = err
+	}
+	for r, v := range all {
+		if v != on && lerr == nil {
+			lerr = fmt.Errorf("%w: rank %d passed %v, rank %d %v", mpi.ErrArg, r, v, f.rank, on)
+		}
+	}
+	if err := f.agree("set atomicity", f.err("set atomicity", -1, lerr)); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.atomic = on
+	f.mu.Unlock()
+	return nil
+}
+
+// Atomicity reports whether atomic mode is on.
+func (f *File) Atomicity() bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.atomic
+}
+
+// short turns a short transfer into an error naming where it stopped.
+func short(n, want int, err error) error {
+	if n < want && err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}

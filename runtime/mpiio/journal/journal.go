@@ -1,0 +1,228 @@
+// Package journal is the on-disk journal of mpiio's node-local write-back
+// cache, and its crash recovery. It imports nothing of gompi's, so the
+// launcher can replay a cache directory before starting a job
+// (ReplayDir) without linking the rank runtime.
+//
+// A cache holds, per open file and rank, two files in the cache directory:
+// <key>.data, the written bytes appended in order, and <key>.jnl, the
+// journal. The journal starts with a header naming the shared file, then
+// fixed-size records: an extent record (the bytes at dataOff..+len of
+// .data belong at fileOff of the shared file, with their CRC-32C) is
+// appended after its data, and acknowledges the write; a flushed record
+// says every extent up to a sequence number is on the shared file.
+// Replay writes, in order, every acknowledged extent after the last
+// flushed record, syncs the shared file, and removes the pair. A torn
+// record at the tail (a crash while appending) was never acknowledged and
+// is ignored. See docs/io.md for the byte layout.
+package journal
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Suffixes of the two files of a journal.
+const (
+	DataSuffix    = ".data"
+	JournalSuffix = ".jnl"
+)
+
+var (
+	headerMagic = [8]byte{'G', 'M', 'P', 'I', 'J', 'N', 'L', '1'}
+	kindExtent  = [4]byte{'X', 'T', 'N', 'T'}
+	kindFlushed = [4]byte{'F', 'L', 'S', 'H'}
+)
+
+// RecordSize is the size of one journal record.
+const RecordSize = 48
+
+// ErrCorrupt: a journal whose acknowledged data does not match its
+// checksum (the cache directory's storage lost bytes).
+var ErrCorrupt = errors.New("journal: corrupt")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Extent is one acknowledged write.
+type Extent struct {
+	Seq     uint64
+	FileOff int64
+	Len     int64
+	DataOff int64
+	CRC     uint32
+}
+
+// Header encodes a journal's header for the shared file target.
+func Header(target string) []byte {
+	b := append([]byte(nil), headerMagic[:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(target)))
+	b = append(b, target...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// ExtentRecord encodes an extent record.
+func ExtentRecord(e Extent) []byte { return record(kindExtent, e) }
+
+// FlushedRecord encodes "every extent with Seq <= seq is flushed".
+func FlushedRecord(seq uint64) []byte { return record(kindFlushed, Extent{Seq: seq}) }
+
+func record(kind [4]byte, e Extent) []byte {
+	b := make([]byte, RecordSize)
+	copy(b, kind[:])
+	binary.LittleEndian.PutUint64(b[8:], e.Seq)
+	binary.LittleEndian.PutUint64(b[16:], uint64(e.FileOff))
+	binary.LittleEndian.PutUint64(b[24:], uint64(e.Len))
+	binary.LittleEndian.PutUint64(b[32:], uint64(e.DataOff))
+	binary.LittleEndian.PutUint32(b[40:], e.CRC)
+	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
+	return b
+}
+
+// Checksum is the CRC-32C the extent records carry for their data.
+func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
+
+// Parse decodes a journal: its target and the acknowledged extents not
+// yet flushed, in order. A torn or garbled tail ends the journal.
+func Parse(jnl []byte) (target string, pending []Extent, err error) {
+	if len(jnl) < 16 || [8]byte(jnl[:8]) != headerMagic {
+		return "", nil, fmt.Errorf("%w: no journal header", ErrCorrupt)
+	}
+	n := int(binary.LittleEndian.Uint32(jnl[8:]))
+	if n > len(jnl)-16 {
+		return "", nil, fmt.Errorf("%w: header names %d bytes, journal has %d", ErrCorrupt, n, len(jnl))
+	}
+	h := 12 + n
+	if crc32.Checksum(jnl[:h], castagnoli) != binary.LittleEndian.Uint32(jnl[h:]) {
+		return "", nil, fmt.Errorf("%w: header checksum", ErrCorrupt)
+	}
+	target = string(jnl[12:h])
+	var flushed uint64
+	for b := jnl[h+4:]; len(b) >= RecordSize; b = b[RecordSize:] {
+		r := b[:RecordSize]
+		if crc32.Checksum(r[8:], castagnoli) != binary.LittleEndian.Uint32(r[4:]) {
+			break // torn tail
+		}
+		e := Extent{
+			Seq:     binary.LittleEndian.Uint64(r[8:]),
+			FileOff: int64(binary.LittleEndian.Uint64(r[16:])),
+			Len:     int64(binary.LittleEndian.Uint64(r[24:])),
+			DataOff: int64(binary.LittleEndian.Uint64(r[32:])),
+			CRC:     binary.LittleEndian.Uint32(r[40:]),
+		}
+		switch [4]byte(r[:4]) {
+		case kindExtent:
+			pending = append(pending, e)
+		case kindFlushed:
+			flushed = max(flushed, e.Seq)
+		default:
+			return target, nil, fmt.Errorf("%w: unknown record kind %q", ErrCorrupt, r[:4])
+		}
+	}
+	keep := pending[:0]
+	for _, e := range pending {
+		if e.Seq > flushed {
+			keep = append(keep, e)
+		}
+	}
+	return target, keep, nil
+}
+
+// Replay writes a journal's unflushed extents (journal file jnlPath and
+// its data file beside it) to the shared file it names, syncs that, and
+// removes the journal pair. It returns the shared file's name and the
+// number of extents written. A missing journal is not an error (0 extents).
+func Replay(jnlPath string) (target string, n int, err error) {
+	jnl, err := os.ReadFile(jnlPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", 0, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	dataPath := strings.TrimSuffix(jnlPath, JournalSuffix) + DataSuffix
+	target, pending, err := Parse(jnl)
+	if err != nil {
+		return target, 0, fmt.Errorf("%s: %w", jnlPath, err)
+	}
+	if len(pending) > 0 {
+		if err := apply(target, dataPath, pending); err != nil {
+			return target, 0, fmt.Errorf("replaying %s into %s: %w", jnlPath, target, err)
+		}
+	}
+	// The journal goes first: a crash between the two removals leaves a
+	// data file without journal, which is garbage, never a replay.
+	if err := os.Remove(jnlPath); err != nil {
+		return target, len(pending), err
+	}
+	if err := os.Remove(dataPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return target, len(pending), err
+	}
+	return target, len(pending), nil
+}
+
+func apply(target, dataPath string, pending []Extent) error {
+	data, err := os.Open(dataPath)
+	if err != nil {
+		return err
+	}
+	defer data.Close()
+	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE, 0o666)
+	if err != nil {
+		return err
+	}
+	var buf []byte
+	for _, e := range pending {
+		if e.Len < 0 || e.Len > 1<<40 {
+			out.Close()
+			return fmt.Errorf("%w: extent %d has length %d", ErrCorrupt, e.Seq, e.Len)
+		}
+		if int64(cap(buf)) < e.Len {
+			buf = make([]byte, e.Len)
+		}
+		b := buf[:e.Len]
+		if _, err := data.ReadAt(b, e.DataOff); err != nil && !(errors.Is(err, io.EOF) && e.Len == 0) {
+			out.Close()
+			return fmt.Errorf("%w: extent %d data: %v", ErrCorrupt, e.Seq, err)
+		}
+		if Checksum(b) != e.CRC {
+			out.Close()
+			return fmt.Errorf("%w: extent %d (file offset %d, %d bytes): data checksum mismatch", ErrCorrupt, e.Seq, e.FileOff, e.Len)
+		}
+		if _, err := out.WriteAt(b, e.FileOff); err != nil {
+			out.Close()
+			return err
+		}
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// ReplayDir replays every journal in a cache directory (for a launcher,
+// before it starts a job). It returns the shared files touched.
+func ReplayDir(dir string) ([]string, error) {
+	ents, err := filepath.Glob(filepath.Join(dir, "*"+JournalSuffix))
+	if err != nil {
+		return nil, err
+	}
+	var targets []string
+	var errs []error
+	for _, j := range ents {
+		t, n, err := Replay(j)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if n > 0 {
+			targets = append(targets, t)
+		}
+	}
+	return targets, errors.Join(errs...)
+}

@@ -1,0 +1,256 @@
+package mpiio
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sort"
+
+	mpi "github.com/gompi/gompi/runtime"
+)
+
+// view is a file view reduced to what the I/O paths need: copy i of the
+// filetype's blocks starts at disp + i*extent, and holds data bytes
+// [i*size, (i+1)*size) of the rank's stream.
+type view struct {
+	disp   int64
+	etype  int64   // etype size in bytes
+	size   int64   // filetype data bytes per tile
+	extent int64   // filetype extent
+	blocks []mpi.Block
+	prefix []int64 // prefix[i]: data bytes before blocks[i]
+}
+
+func byteView(disp int64) *view {
+	return &view{disp: disp, etype: 1, size: 1, extent: 1, blocks: []mpi.Block{{Off: 0, Len: 1}}, prefix: []int64{0}}
+}
+
+// contiguous reports whether the stream maps to consecutive file bytes.
+func (v *view) contiguous() bool {
+	return len(v.blocks) == 1 && v.blocks[0].Off == 0 && v.blocks[0].Len == v.extent
+}
+
+func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
+	if !etype.Valid() || !filetype.Valid() {
+		return nil, fmt.Errorf("%w: invalid (zero) datatype", ErrView)
+	}
+	if disp < 0 {
+		return nil, fmt.Errorf("%w: negative displacement %d", ErrView, disp)
+	}
+	es, fs := etype.Size(), filetype.Size()
+	if es <= 0 || fs <= 0 {
+		return nil, fmt.Errorf("%w: etype %v and filetype %v must hold data", ErrView, etype, filetype)
+	}
+	if fs%es != 0 {
+		return nil, fmt.Errorf("%w: filetype %v size %d is not a multiple of etype %v size %d", ErrView, filetype, fs, etype, es)
+	}
+	v := &view{disp: disp, etype: es, size: fs, extent: filetype.Extent(), blocks: filetype.Blocks()}
+	if v.contiguous() || filetype.Contiguous() && filetype.LB() == 0 {
+		return &view{disp: disp, etype: es, size: 1, extent: 1, blocks: []mpi.Block{{Off: 0, Len: 1}}, prefix: []int64{0}}, nil
+	}
+	end := int64(0)
+	v.prefix = make([]int64, len(v.blocks))
+	var sum int64
+	for i, b := range v.blocks {
+		// MPI: displacements non-negative and monotonically nondecreasing;
+		// here also within one extent, so tiles never overlap.
+		if b.Off < end {
+			return nil, fmt.Errorf("%w: filetype %v: block at %d before the end %d of the previous one (file views need nondecreasing, non-overlapping offsets >= 0)", ErrView, filetype, b.Off, end)
+		}
+		end = b.Off + b.Len
+		v.prefix[i] = sum
+		sum += b.Len
+	}
+	if end > v.extent {
+		return nil, fmt.Errorf("%w: filetype %v: data ends at %d, past its extent %d (tiles would overlap)", ErrView, filetype, end, v.extent)
+	}
+	return v, nil
+}
+
+// SetView (collective) sets the caller's view: the file seen from disp on
+// as copies of filetype, offsets counted in etypes. Views may differ per
+// rank; each rank's filetype must have nondecreasing, non-overlapping
+// blocks within its extent (MPI's rule for filetypes).
+func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
+	if f.closed {
+		return f.err("set view", -1, ErrClosed)
+	}
+	v, verr := newView(disp, etype, filetype)
+	// Every rank needs every view for collective operations.
+	var enc []byte
+	if verr == nil {
+		enc = v.marshal()
+	}
+	all, err := mpi.AllgatherValue(f.comm, enc)
+	if verr == nil {
+		verr = err
+	}
+	if err := f.agree("set view", f.err("set view", disp, verr)); err != nil {
+		return err
+	}
+	views := make([]*view, len(all))
+	for r, b := range all {
+		if views[r], err = unmarshalView(b); err != nil {
+			return f.err("set view", -1, fmt.Errorf("view of rank %d: %w", r, err))
+		}
+	}
+	if f.cache != nil {
+		// Cached extents are in file offsets; the view does not matter to
+		// them, but flush so a new view sees no stale state.
+		if err := f.cache.drain(); err != nil {
+			return f.err("set view", -1, err)
+		}
+	}
+	f.mu.Lock()
+	f.view, f.views = v, views
+	f.mu.Unlock()
+	return nil
+}
+
+func (v *view) marshal() []byte {
+	b := make([]byte, 0, 32+16*len(v.blocks))
+	for _, x := range []int64{v.disp, v.etype, v.size, v.extent} {
+		b = binary.LittleEndian.AppendUint64(b, uint64(x))
+	}
+	for _, bl := range v.blocks {
+		b = binary.LittleEndian.AppendUint64(b, uint64(bl.Off))
+		b = binary.LittleEndian.AppendUint64(b, uint64(bl.Len))
+	}
+	return b
+}
+
+func unmarshalView(b []byte) (*view, error) {
+	if len(b) < 32 || len(b)%16 != 0 {
+		return nil, fmt.Errorf("%w: bad encoded view (%d bytes)", ErrView, len(b))
+	}
+	g := func(i int) int64 { return int64(binary.LittleEndian.Uint64(b[8*i:])) }
+	v := &view{disp: g(0), etype: g(1), size: g(2), extent: g(3)}
+	n := (len(b) - 32) / 16
+	v.blocks = make([]mpi.Block, n)
+	v.prefix = make([]int64, n)
+	var sum int64
+	for i := range v.blocks {
+		v.blocks[i] = mpi.Block{Off: g(4 + 2*i), Len: g(5 + 2*i)}
+		v.prefix[i] = sum
+		sum += v.blocks[i].Len
+	}
+	return v, nil
+}
+
+// fileOff maps stream byte pos to its file offset.
+func (v *view) fileOff(pos int64) int64 {
+	tile, q := pos/v.size, pos%v.size
+	i := sort.Search(len(v.prefix), func(i int) bool { return v.prefix[i] > q }) - 1
+	return v.disp + tile*v.extent + v.blocks[i].Off + q - v.prefix[i]
+}
+
+// span is the file range [lo, hi) that stream bytes [pos, pos+n) touch.
+func (v *view) span(pos, n int64) (lo, hi int64) {
+	if n <= 0 {
+		return 0, 0
+	}
+	return v.fileOff(pos), v.fileOff(pos+n-1) + 1
+}
+
+// pieces calls emit for each contiguous file piece of stream bytes
+// [pos, pos+n) that lies in file range [lo, hi), in file order, with the
+// piece's offset in the caller's buffer (stream byte minus pos). emit
+// returning false stops. lo, hi of 0, maxInt64 mean everything.
+func (v *view) pieces(pos, n, lo, hi int64, emit func(off, buf, length int64) bool) {
+	if n <= 0 || lo >= hi {
+		return
+	}
+	end := pos + n
+	if v.contiguous() {
+		a, b := max(v.disp+pos, lo), min(v.disp+end, hi)
+		if a < b {
+			emit(a, a-v.disp-pos, b-a)
+		}
+		return
+	}
+	// The first tile that can matter: the later of pos's tile and lo's.
+	tile := pos / v.size
+	if t := (lo - v.disp) / v.extent; lo > v.disp && t > tile {
+		tile = t
+	}
+	for ; ; tile++ {
+		base := v.disp + tile*v.extent
+		if base >= hi || tile*v.size >= end {
+			return
+		}
+		i := 0
+		if base < lo { // skip the tile's blocks that end before lo
+			i = sort.Search(len(v.blocks), func(i int) bool { return base+v.blocks[i].Off+v.blocks[i].Len > lo })
+		}
+		for ; i < len(v.blocks); i++ {
+			b := v.blocks[i]
+			s := tile*v.size + v.prefix[i] // stream position of the block
+			if s >= end {
+				return
+			}
+			fo := base + b.Off
+			if fo >= hi {
+				return
+			}
+			// Clip to the stream range and the file range.
+			a, e := s, s+b.Len
+			if a < pos {
+				a = pos
+			}
+			if e > end {
+				e = end
+			}
+			fa, fe := fo+(a-s), fo+(e-s)
+			if fa < lo {
+				a += lo - fa
+				fa = lo
+			}
+			if fe > hi {
+				fe = hi
+			}
+			if fa < fe && !emit(fa, a-pos, fe-fa) {
+				return
+			}
+		}
+	}
+}
+
+const maxOff = int64(^uint64(0) >> 1)
+
+// chooseAggregators picks n aggregators (0: one per host), spreading them
+// over hosts: the k-th aggregator of a host is its k-th rank, and hosts
+// take turns. Every rank computes the same list.
+func chooseAggregators(comm *mpi.Comm, n int) ([]int, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	hosts, err := mpi.AllgatherValue(comm, host)
+	if err != nil {
+		return nil, err
+	}
+	var order []string
+	byHost := map[string][]int{}
+	for r, h := range hosts {
+		if _, ok := byHost[h]; !ok {
+			order = append(order, h)
+		}
+		byHost[h] = append(byHost[h], r)
+	}
+	if n <= 0 {
+		n = len(order)
+	}
+	n = min(n, len(hosts))
+	var aggs []int
+	for k := 0; len(aggs) < n; k++ {
+		for _, h := range order {
+			if rs := byHost[h]; k < len(rs) && len(aggs) < n {
+				aggs = append(aggs, rs[k])
+			}
+		}
+	}
+	// Domain order follows rank order, so a host's domains are near its
+	// ranks' data for the common block decompositions.
+	sort.Ints(aggs)
+	return aggs, nil
+}
