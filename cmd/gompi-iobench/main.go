@@ -1,5 +1,3 @@
-//go:build gompi_mpiio
-
 // Command gompi-iobench is test/bench/io/iobench.c on gompi's runtime/mpiio:
 // the same patterns, sizes, command line and output, so that `make bench-io`
 // (go run ./test/bench -io) compares the two in one run. Run it as the ranks

@@ -1,5 +1,3 @@
-//go:build gompi_mpiio
-
 // Command gompi-iocheck checks that a file system gives MPI-IO's guarantees
 // to runtime/mpiio across hosts. Run it under gompiexec with ranks on
 // several hosts and FILE on the shared file system to check:

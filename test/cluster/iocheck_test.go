@@ -1,5 +1,3 @@
-//go:build gompi_mpiio
-
 package cluster_test
 
 import (

@@ -42,8 +42,8 @@ func TestMain(m *testing.M) {
 }
 
 func setup(dir string) error {
-	pkgs := append([]string{testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy")}, goProgs...)
-	if err := testkit.Build(dir, pkgs...); err != nil {
+	if err := testkit.Build(dir, testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
+		testkit.Pkg("test/mpiio/progs/goviewio")); err != nil {
 		return err
 	}
 	if _, err := exec.LookPath("mpicc"); err != nil {
@@ -84,12 +84,8 @@ func run(t *testing.T, n int, prog string, args ...string) error {
 	return nil
 }
 
-// progs are the programs compared: ROMIO's first, the reference; goProgs
-// are the Go packages among them to build.
-var (
-	progs   = []string{"viewio"}
-	goProgs []string
-)
+// progs are the programs compared: ROMIO's first, the reference.
+var progs = []string{"viewio", "goviewio"}
 
 // views are the file views both programs know (see progs/viewio.c), each
 // with small block sizes so that blocks of different ranks share file

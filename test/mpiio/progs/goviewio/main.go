@@ -1,5 +1,3 @@
-//go:build gompi_mpiio
-
 // Command goviewio is progs/viewio.c on gompi's runtime/mpiio: the same
 // command line, views, byte pattern and checks, so that test/mpiio can
 // compare the files each writes and have each read the other's.
