@@ -21,14 +21,15 @@ type ShareConfig struct {
 	// host sees another's mount).
 	Mount string
 	// Options are sshfs -o options. Default DefaultShareOptions: the kernel
-	// keeps file pages across opens, and sshfs caches attributes, so a
-	// client may read stale data and write back stale bytes of a page, as
-	// NFS clients may.
+	// keeps file pages across opens, so a client may read stale data and
+	// write back stale bytes of a page, as NFS clients may; attributes are
+	// not cached (a read past the cached end of file asks the server for
+	// the size, which NFS's close-to-open consistency also gives).
 	Options []string
 }
 
 // DefaultShareOptions are the sshfs options of a Share when none are given.
-var DefaultShareOptions = []string{"kernel_cache", "dir_cache=yes", "dcache_timeout=30", "attr_timeout=30", "entry_timeout=30"}
+var DefaultShareOptions = []string{"kernel_cache", "dir_cache=no", "attr_timeout=0", "entry_timeout=0"}
 
 // Share is a directory exported by one host and mounted with sshfs (FUSE)
 // on every host, the server included (its I/O goes through its own client
