@@ -153,7 +153,12 @@ func run(ctx context.Context, comm *mpi.Comm, args []string) error {
 	defer f.Close()
 	switch c.pattern {
 	case "hard":
-		ft, err := mpi.Vector(int(n), rec, p*rec, mpi.Byte)
+		// The same type map as Vector(n, rec, p*rec, Byte), built from a
+		// record type so that the flattening has n blocks, not n*rec.
+		ft, err := mpi.Contiguous(rec, mpi.Byte)
+		if err == nil {
+			ft, err = mpi.Vector(int(n), 1, p, ft)
+		}
 		if err == nil {
 			err = f.SetView(int64(r)*rec, mpi.Byte, ft)
 		}
