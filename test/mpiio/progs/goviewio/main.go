@@ -42,7 +42,7 @@ func main() {
 // pattern is viewio.c's pattern(r, k).
 func pattern(r int, k int64) byte { return byte(int64(r)*37 + k*11 + (k >> 9) + 1) }
 
-var errUsage = errors.New("usage: goviewio [-r] [-i] [-H key=value]... FILE VIEW [FILE VIEW]...")
+var errUsage = errors.New("usage: goviewio [-r] [-i] [-H key=value]... FILE VIEW [FILE VIEW]... (see viewio.c)")
 
 func run(ctx context.Context, comm *mpi.Comm, args []string) error {
 	read, indep := false, false
