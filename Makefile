@@ -9,7 +9,7 @@ VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 LDFLAGS     := -X github.com/gompi/gompi/internal/buildinfo.version=$(VERSION) -X github.com/gompi/gompi/internal/buildinfo.commit=$(COMMIT)
 
-.PHONY: install uninstall bench-slurm bench-ckpt
+.PHONY: install uninstall bench-slurm bench-ckpt bench-io
 .PHONY: all build setup test unit fuzz demo bench bench-ssh lint fmt clean
 
 all: build
@@ -85,6 +85,11 @@ bench-slurm: setup build
 bench-ckpt: build
 	$(GO) build -o $(BIN)/ckptbench-rank ./test/benchckpt/rank
 	$(GO) run ./test/benchckpt -gompiexec ./$(BIN)/gompiexec -rank ./$(BIN)/ckptbench-rank -svg bench-out/ckpt.svg
+
+# MPI-IO of runtime/mpiio against ROMIO and dd (IOR hard, contiguous, file per
+# process; 2 and 4 ranks; about 5 minutes); table, docs/bench/io.{csv,svg,png}.
+bench-io: setup build
+	$(GO) run ./test/bench -io -gompiexec ./$(BIN)/gompiexec -gompi-iobench ./$(BIN)/gompi-iobench -io-csv docs/bench/io.csv -io-svg docs/bench/io.svg
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -4,7 +4,7 @@
 set -euo pipefail
 need=()
 for p in mpich libmpich-dev libpmi2-0-dev hwloc-nox openssh-server openssh-client iproute2 procps \
-  make man-db groff-base slurmctld slurmd slurm-client munge; do
+  make man-db groff-base slurmctld slurmd slurm-client munge sshfs fuse3; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then

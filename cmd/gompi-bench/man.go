@@ -28,11 +28,7 @@ func writeMan(dir string, fs *flag.FlagSet) int {
 		Long: manpage.Preformatted(benchHelp), Version: buildinfo.Version(), DisableFlagsInUseLine: true}
 	cmd.Flags().AddGoFlagSet(fs)
 	err := manpage.Write(dir, manpage.Page{Cmd: cmd,
-		Env: []manpage.Item{
-			{"PMI_FD, PMI_RANK, PMI_SIZE, PMI_PORT, PMI_ID", "how the rank reaches its process manager's PMI server (set by gompiexec, Hydra or srun --mpi=pmi2)"},
-			{"GOMPI_JOB_SECRET", "per-job secret that authenticates connections between ranks"},
-			{"GOMPI_SHM, GOMPI_CMA", "0 turns off the shared-memory transport, or cross-memory attach, between ranks on one host"},
-		},
+		Env: manpage.RankEnv,
 		Exit: []manpage.Item{
 			{"0", "the benchmark ran"},
 			{"1", "MPI initialisation or a benchmark step failed"},

@@ -100,3 +100,11 @@ func Preformatted(s string) string {
 // GenFlag is the hidden argument with which every gompi command writes its
 // man page: `CMD --gen-man DIR` (used by make install).
 const GenFlag = "--gen-man"
+
+// RankEnv is the ENVIRONMENT section of a command that runs as an MPI rank
+// under gompiexec (or Hydra, or srun --mpi=pmi2).
+var RankEnv = []Item{
+	{"PMI_FD, PMI_RANK, PMI_SIZE, PMI_PORT, PMI_ID", "how the rank reaches its process manager's PMI server (set by gompiexec, Hydra or srun --mpi=pmi2)"},
+	{"GOMPI_JOB_SECRET", "per-job secret that authenticates connections between ranks"},
+	{"GOMPI_SHM, GOMPI_CMA", "0 turns off the shared-memory transport, or cross-memory attach, between ranks on one host"},
+}

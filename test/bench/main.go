@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -40,6 +41,15 @@ func main() {
 	innerHosts := flag.String("inner-hostfile", "", "internal (-slurm-inner)")
 	innerHome := flag.String("inner-home", "", "internal (-slurm-inner)")
 	innerIface := flag.String("inner-iface", "", "internal (-slurm-inner)")
+	io := flag.Bool("io", false, "instead of launch times, compare MPI-IO of the Go runtime (cmd/gompi-iobench, runtime/mpiio) with ROMIO (test/bench/io/iobench.c) and dd (make bench-io)")
+	ioDir := flag.String("io-dir", "/var/tmp", "with -io: directory for the files (a real disk, not tmpfs)")
+	ioCache := flag.String("io-cache", "/dev/shm", "with -io: node-local cache directory for the cached mode")
+	ioBytes := flag.Int64("io-bytes", 400_000_000, "with -io: bytes per run, all ranks together")
+	ioReps := flag.Int("io-reps", 3, "with -io: rounds (median reported)")
+	ioRanks := flag.String("io-ranks", "2,4", "with -io: rank counts")
+	ioCSV := flag.String("io-csv", "bench-out/io.csv", "with -io: CSV of the medians (empty: none)")
+	ioSVG := flag.String("io-svg", "bench-out/io.svg", "with -io: bar plot (SVG; a PNG is written next to it; empty: none)")
+	ioBin := flag.String("gompi-iobench", "", "with -io: gompi-iobench binary (default: built from ./cmd/gompi-iobench; none: only dd and ROMIO)")
 	flag.Parse()
 	if *inner {
 		if err := slurmInner(*gompi, *hydra, *reps, *innerHosts, *innerHome, *innerIface); err != nil {
@@ -65,6 +75,25 @@ func main() {
 		os.Exit(1)
 	}
 	defer os.RemoveAll(dir)
+	if *io {
+		var ranks []int
+		for _, f := range strings.Split(*ioRanks, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "bench: -io-ranks %q: want a list of positive integers\n", *ioRanks)
+				os.Exit(2)
+			}
+			ranks = append(ranks, n)
+		}
+		err := benchIO(ioConfig{gompiexec: *gompi, iobench: *ioBin, dir: *ioDir, cacheDir: *ioCache, bytes: *ioBytes,
+			reps: *ioReps, ranks: ranks, csv: *ioCSV, svg: *ioSVG, timeout: 10 * time.Minute}, dir)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: io:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		return
+	}
 	if *osu {
 		err := benchOSU(osuConfig{gompiexec: *gompi, hydra: *hydra, gompiBench: *osuBin, reps: *osuReps,
 			max: *osuMax, iters: *osuIters, np4Iters: *osuNP4, svg: *osuSVG, timeout: *osuTimeout}, dir)

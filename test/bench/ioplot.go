@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+var ioColor = map[string]color.Color{
+	"dd":           color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	"romio":        color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"gompi":        color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"gompi-cached": color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+}
+
+var ioLabel = map[string]string{"dd": "dd", "romio": "ROMIO (MPICH)", "gompi": "gompi runtime/mpiio", "gompi-cached": "gompi, node-local cache"}
+
+// plotIO draws grouped bars of MB/s, one panel per rank count and
+// operation (write, read), one group per case, one bar per implementation:
+// an SVG at path and a PNG next to it.
+func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
+	var rows [][]*plot.Plot
+	for _, np := range ranks {
+		var mine []ioCase
+		for _, c := range cases {
+			if c.np == np {
+				mine = append(mine, c)
+			}
+		}
+		var row []*plot.Plot
+		for _, op := range []string{"write", "read"} {
+			p := plot.New()
+			p.Title.Text = fmt.Sprintf("%s, %d ranks", op, np)
+			p.Y.Label.Text = "MB/s"
+			p.Legend.Top = true
+			p.Add(plotter.NewGrid())
+			names := make([]string, len(mine))
+			for i, c := range mine {
+				names[i] = c.String()
+			}
+			w := vg.Points(11)
+			for k, im := range ioImpls {
+				vals := make(plotter.Values, len(mine))
+				any := false
+				for i, c := range mine {
+					if v, ok := res.med(ioKey{c, im, op}); ok {
+						vals[i], any = v, true
+					}
+				}
+				if !any {
+					continue
+				}
+				b, err := plotter.NewBarChart(vals, w)
+				if err != nil {
+					return err
+				}
+				b.Color, b.LineStyle.Width = ioColor[im], 0
+				b.Offset = w * vg.Length(float64(k)-1.5)
+				p.Add(b)
+				p.Legend.Add(ioLabel[im], b)
+			}
+			p.NominalX(names...)
+			p.Y.Min, p.Y.Max = 0, p.Y.Max*1.3 // room for the legend
+			row = append(row, p)
+		}
+		rows = append(rows, row)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	w, h := 14*vg.Inch, vg.Length(len(rows))*4.5*vg.Inch
+	draw2 := func(c draw.Canvas) {
+		cs := plot.Align(rows, draw.Tiles{Rows: len(rows), Cols: 2, PadX: vg.Points(14), PadY: vg.Points(14)}, c)
+		for i, row := range rows {
+			for j, p := range row {
+				p.Draw(cs[i][j])
+			}
+		}
+	}
+	svg := vgsvg.New(w, h)
+	draw2(draw.New(svg))
+	if err := writeTo(path, svg); err != nil {
+		return err
+	}
+	img := vgimg.New(w, h)
+	draw2(draw.New(img))
+	png := strings.TrimSuffix(path, filepath.Ext(path)) + ".png"
+	if err := writeTo(png, vgimg.PngCanvas{Canvas: img}); err != nil {
+		return err
+	}
+	fmt.Printf("plots: %s, %s\n", path, png)
+	return nil
+}
