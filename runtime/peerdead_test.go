@@ -92,3 +92,54 @@ func TestPeerDeadBeforeConnectBcast(t *testing.T) {
 	}
 }
 
+// Messages a peer sent (its Send returned) just before it died can still
+// be received afterwards, on every transport (docs/transport.md). Over
+// shared memory the test holds rank 0's ring meanwhile, so the frames are
+// still in the ring, unread, when the control connection drops.
+func TestPeerDeathKeepsSentMessages(t *testing.T) {
+	for _, n := range []int{2, 3} {
+		comms, _ := world(t, n, nil)
+		each(t, comms, func(c *Comm) error { return c.Barrier() }) // connect
+		var held *shmLink
+		if l := comms[0].p.peers[1].shmL.Load(); l != nil && l.acquire() {
+			held = l
+		}
+		const count = 20
+		for i := 0; i < count; i++ {
+			if err := Send(comms[1], pattern(100+i*50, i), 0, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		killProc(comms[1].p)
+		// Let rank 0 notice the loss before it reads anything.
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if held == nil || held.lost.Load() != nil {
+				break
+			}
+		}
+		if held != nil {
+			held.release()
+		}
+		for i := 0; i < count; i++ {
+			buf := make([]byte, 100+i*50)
+			err := within(t, "Recv", 20*time.Second, func() error {
+				_, err := Recv(comms[0], buf, 1, i)
+				return err
+			})
+			if err != nil {
+				t.Fatalf("n=%d message %d: %v", n, i, err)
+			}
+			if string(buf) != string(pattern(len(buf), i)) {
+				t.Fatalf("n=%d message %d: wrong data", n, i)
+			}
+		}
+		var pe *PeerError
+		err := within(t, "Recv", 20*time.Second, func() error {
+			_, err := Recv(comms[0], make([]byte, 8), 1, count)
+			return err
+		})
+		if !errors.As(err, &pe) || pe.Rank != 1 {
+			t.Fatalf("n=%d later recv: %v", n, err)
+		}
+	}
+}
