@@ -302,6 +302,7 @@ func (c *Comm) initRecvOp(op *recvOp, ctx uint32, buf []byte, elem, src, tag int
 			return fmt.Errorf("%w: source %d (communicator of %d)", ErrRank, src, len(c.group))
 		}
 		op.srcWorld = c.group[src]
+		c.p.watch(op.srcWorld)
 	}
 	return nil
 }

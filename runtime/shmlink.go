@@ -117,11 +117,14 @@ func (l *shmLink) alive() error {
 }
 
 // controlLost is called when the TCP control connection fails: the peer
-// is gone, so wake and end every blocked call on the channel.
+// is gone, so wake and end every blocked call on the channel. The ring
+// stays open: frames the peer completed before it died are still in it
+// (its Send returned), and readLoop drains them (a receive with a
+// cancelled context still takes what is there) before it closes the
+// ring, so they can be received as over TCP (docs/transport.md).
 func (l *shmLink) controlLost(err error) {
 	l.lost.CompareAndSwap(nil, &err)
 	l.cancel()
-	l.closeRing()
 }
 
 // closeRing closes the channel: at once for its users (Shutdown wakes

@@ -55,6 +55,9 @@ type peer struct {
 	// (never replaced), and whether the peer failed.
 	shmL atomic.Pointer[shmLink]
 	dead atomic.Bool
+	// started is set once a link to the peer exists or is being made,
+	// so a receive checks it without pe.mu.
+	started atomic.Bool
 }
 
 type sendOp struct {
@@ -222,11 +225,7 @@ func (p *proc) getLink(ctx context.Context, pe *peer) (link, error) {
 			return l, nil
 		}
 		ready := pe.ready
-		if !pe.dialing {
-			pe.dialing = true
-			p.wg.Add(1)
-			go p.dial(pe)
-		}
+		p.startDialLocked(pe)
 		pe.mu.Unlock()
 		select {
 		case <-ready:
@@ -236,6 +235,40 @@ func (p *proc) getLink(ctx context.Context, pe *peer) (link, error) {
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// startDialLocked starts connecting to pe unless a connection is being
+// made. Caller holds pe.mu.
+func (p *proc) startDialLocked(pe *peer) {
+	pe.started.Store(true)
+	if !pe.dialing {
+		pe.dialing = true
+		p.wg.Add(1)
+		go p.dial(pe)
+	}
+}
+
+// watch makes sure a connection to world rank w exists or is being made,
+// so that an operation waiting for w alone (a receive, a probe) learns of
+// its death: a peer that died before anyone connected to it is found by
+// the dial (a dead rank's listener refuses at once; a cut-off host times
+// out after ConnectTimeout), and once connected, the link's loss fails
+// the peer. Only the first call per peer takes the lock.
+func (p *proc) watch(w int) {
+	if w == p.rank || w < 0 || w >= len(p.peers) {
+		return
+	}
+	pe := p.peers[w]
+	if pe == nil || pe.started.Load() {
+		return
+	}
+	pe.mu.Lock()
+	if pe.err == nil && pe.ln == nil && p.errClosed() == nil {
+		p.startDialLocked(pe)
+	} else {
+		pe.started.Store(true)
+	}
+	pe.mu.Unlock()
 }
 
 // attach installs a handshaken connection as pe's link, with sl (if not
@@ -260,6 +293,7 @@ func (p *proc) attachLocked(pe *peer, conn net.Conn, sl *shmLink) {
 		go sl.readLoop()
 	}
 	pe.dialing = false
+	pe.started.Store(true)
 	if pe.err == nil {
 		close(pe.ready)
 	}

@@ -1,10 +1,12 @@
 package client
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -109,5 +111,116 @@ func TestSingleton(t *testing.T) {
 	c.Put("a", "b")
 	if v, err := c.Get(context.Background(), "a"); v != "b" || err != nil {
 		t.Fatalf("get: %q %v", v, err)
+	}
+}
+
+// A call cancelled while the server has not answered yet (the runtime
+// cancels a peer-address lookup when Finalize starts) must leave the
+// client usable: no past deadline left on the socket, and the late reply
+// is skipped rather than taken as the next call's answer. Cancelling at
+// each point (before the request, after it, after a partial reply) and
+// then finalizing must work.
+func TestCancelledCallLeavesClientUsable(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		partial string // bytes of the reply sent before the cancel
+	}{
+		{"no reply yet", ""},
+		{"partial reply", "cmd=get_res"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			cancelled := make(chan struct{})
+			served := make(chan error, 1)
+			go func() {
+				r := bufio.NewReader(b)
+				reply := func(s string) { b.Write([]byte(s)) }
+				for _, s := range []string{"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+					"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n", "cmd=appnum appnum=0\n", "cmd=my_kvsname kvsname=k\n"} {
+					r.ReadString('\n')
+					reply(s)
+				}
+				r.ReadString('\n') // the get
+				if tc.partial != "" {
+					reply(tc.partial)
+				}
+				<-cancelled
+				reply(strings.TrimPrefix("cmd=get_result rc=0 value=late\n", tc.partial))
+				for _, want := range []string{"cmd=get", "cmd=finalize"} {
+					line, err := r.ReadString('\n')
+					if err != nil || !strings.HasPrefix(line, want) {
+						served <- fmt.Errorf("server got %q %v, want %s", line, err, want)
+						return
+					}
+					if want == "cmd=get" {
+						reply("cmd=get_result rc=0 value=v2\n")
+					} else {
+						reply("cmd=finalize_ack\n")
+					}
+				}
+				served <- nil
+			}()
+			c, err := NewFromConn(context.Background(), a, 0, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(50 * time.Millisecond); cancel() }()
+			if _, err := c.Get(ctx, "x"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("cancelled get: %v", err)
+			}
+			close(cancelled)
+			if v, err := c.Get(context.Background(), "y"); err != nil || v != "v2" {
+				t.Fatalf("get after a cancelled one: %q %v", v, err)
+			}
+			if err := c.Finalize(); err != nil {
+				t.Fatalf("finalize after a cancelled call: %v", err)
+			}
+			if err := <-served; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// The cancel's deadline may land after the reply was read (the
+// AfterFunc races with the call's end); the next call must not see it.
+func TestCancelAfterReplyLeavesNoDeadline(t *testing.T) {
+	a, b := net.Pipe()
+	go func() {
+		r := bufio.NewReader(b)
+		for _, s := range []string{"cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n",
+			"cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n", "cmd=appnum appnum=0\n", "cmd=my_kvsname kvsname=k\n"} {
+			r.ReadString('\n')
+			b.Write([]byte(s))
+		}
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(line, "cmd=finalize") {
+				b.Write([]byte("cmd=finalize_ack\n"))
+				continue
+			}
+			b.Write([]byte("cmd=get_result rc=0 value=v\n"))
+		}
+	}()
+	c, err := NewFromConn(context.Background(), a, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); c.Get(ctx, "x") }()
+		cancel()
+		<-done
+	}
+	if v, err := c.Get(context.Background(), "x"); err != nil || v != "v" {
+		t.Fatalf("get after cancelled ones: %q %v", v, err)
+	}
+	if err := c.Finalize(); err != nil {
+		t.Fatalf("finalize: %v", err)
 	}
 }
