@@ -37,6 +37,12 @@ type Client struct {
 	maxValue  int
 	singleton bool
 	local     map[string]string // singleton KVS
+
+	// A cancelled call leaves the stream mid-exchange; the next call first
+	// finishes it, so a late reply is never taken for its own.
+	unsent  []byte // the rest of a request whose write was cut off
+	owed    int    // replies to requests already sent that no call read
+	partial string // the start of a reply line whose read was cut off
 }
 
 // New connects using the environment: PMI_FD (with PMI_RANK, PMI_SIZE),
@@ -163,23 +169,79 @@ func (c *Client) init(ctx context.Context) error {
 }
 
 // call sends one request and reads its reply; the lock is held by the caller
-// chain so requests never interleave.
+// chain so requests never interleave. A cancelled ctx interrupts the I/O
+// through a past deadline, which is cleared again before call returns.
 func (c *Client) call(ctx context.Context, req, want string) (map[string]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
-	if _, err := c.conn.Write([]byte(req + "\n")); err != nil {
+	fired := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		c.conn.SetDeadline(time.Unix(1, 0))
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+			c.conn.SetDeadline(time.Time{})
+		}
+	}()
+	if err := c.resync(ctx); err != nil {
+		return nil, err
+	}
+	if n, err := c.conn.Write([]byte(req + "\n")); err != nil {
+		if ctx.Err() != nil && n > 0 {
+			// Part of the request reached the server: resync sends the
+			// rest and skips its reply.
+			c.unsent = []byte(req + "\n")[n:]
+			c.owed++
+		}
 		return nil, c.gone(ctx, err)
 	}
+	c.owed++
 	return c.read(ctx, want)
 }
 
-func (c *Client) read(ctx context.Context, want string) (map[string]string, error) {
+// resync completes what a cancelled call left: the rest of its request
+// and the replies nobody read, which are discarded.
+func (c *Client) resync(ctx context.Context) error {
+	if len(c.unsent) > 0 {
+		n, err := c.conn.Write(c.unsent)
+		c.unsent = c.unsent[n:]
+		if err != nil {
+			return c.gone(ctx, err)
+		}
+	}
+	for c.owed > 0 {
+		if _, err := c.readLine(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readLine reads one whole line; a read cut off by cancellation keeps what
+// it got for the next call.
+func (c *Client) readLine(ctx context.Context) (string, error) {
 	line, err := c.r.ReadString('\n')
+	line = c.partial + line
+	c.partial = ""
 	if err != nil {
-		return nil, c.gone(ctx, err)
+		if ctx.Err() != nil {
+			c.partial = line
+		}
+		return "", c.gone(ctx, err)
+	}
+	if c.owed > 0 {
+		c.owed--
+	}
+	return line, nil
+}
+
+func (c *Client) read(ctx context.Context, want string) (map[string]string, error) {
+	line, err := c.readLine(ctx)
+	if err != nil {
+		return nil, err
 	}
 	cmd, err := pmi.ParseLine(line)
 	if err != nil {
