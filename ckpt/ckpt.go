@@ -133,6 +133,7 @@ type Ckpt struct {
 	cfg      Config
 	secs     []section
 	names    map[string]bool
+	regErr   error // the first bad registration, returned by Checkpoint and Restore
 	redist   func(*OldEpoch) error
 	leader   bool // writes this node's cache manifest
 	next     int  // the next epoch's number
@@ -263,9 +264,15 @@ func (c *Ckpt) raise(seq int64) {
 // gompiexec does.
 func (c *Ckpt) Request() { c.raise(max(c.reqSeq.Load(), c.handled.Load()) + 1) }
 
+// register adds s. A name registered twice is a programming error that
+// Checkpoint, HaveRestart and Restore report, so the Register calls stay
+// chainable without an error each.
 func (c *Ckpt) register(s section) {
 	if c.names[s.name] {
-		panic(fmt.Sprintf("ckpt: section %q registered twice", s.name))
+		if c.regErr == nil {
+			c.regErr = fmt.Errorf("ckpt: section %q registered twice", s.name)
+		}
+		return
 	}
 	c.names[s.name] = true
 	c.secs = append(c.secs, s)
@@ -364,6 +371,9 @@ type result struct {
 // in every node's cache (the flush to the prefix goes on in the
 // background).
 func (c *Ckpt) Checkpoint() error {
+	if c.regErr != nil {
+		return c.regErr
+	}
 	if c.closed {
 		return errors.New("ckpt: Checkpoint after Close")
 	}

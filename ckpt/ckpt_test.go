@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -385,4 +386,27 @@ func TestConfigFromEnv(t *testing.T) {
 	if err := (&Config{}).validate(); !errors.Is(err, ErrNoPrefix) {
 		t.Fatalf("empty config: %v", err)
 	}
+}
+
+// A section name registered twice is an error from Checkpoint and Restore
+// on every rank, not a panic.
+func TestRegisterTwiceIsAnError(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir()}
+	errs := runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		var a, b int
+		c.Register("x", &a)
+		c.Register("x", &b)
+		if _, err := c.Restore(); err == nil || !strings.Contains(err.Error(), `"x" registered twice`) {
+			return fmt.Errorf("Restore: %v, want the duplicate named", err)
+		}
+		if err := c.Checkpoint(); err == nil || !strings.Contains(err.Error(), `"x" registered twice`) {
+			return fmt.Errorf("Checkpoint: %v, want the duplicate named", err)
+		}
+		return c.Close()
+	})
+	noErrs(t, errs)
 }

@@ -92,6 +92,9 @@ func (c *Ckpt) candidates() ([]int, error) {
 // HaveRestart reports whether some rank sees a committed epoch to restart
 // from (collective). Restore decides which one every rank can read.
 func (c *Ckpt) HaveRestart() (bool, error) {
+	if c.regErr != nil {
+		return false, c.regErr
+	}
 	cs, err := c.candidates()
 	return len(cs) > 0, err
 }
@@ -192,6 +195,9 @@ func (e *RestoreError) Is(target error) bool { return target == ErrNoCheckpoint 
 // ErrNoCheckpoint when there is none (start from the beginning), or
 // ErrRankCount.
 func (c *Ckpt) Restore() (int, error) {
+	if c.regErr != nil {
+		return 0, c.regErr
+	}
 	cs, err := c.candidates()
 	if err != nil {
 		return 0, err
