@@ -64,6 +64,10 @@ demo: build
 	./$(BIN)/gompiexec -n $(NP) -l ./$(BIN)/hello
 	./$(BIN)/gompiexec -n $(NP) ./$(BIN)/pi
 	./$(BIN)/gompiexec -n $(NP) ./$(BIN)/tutorial
+	./$(BIN)/gompiexec -n $(NP) ./$(BIN)/sharedarray -file $${TMPDIR:-/tmp}/gompi-demo-sharedarray.dat
+	rm -rf $${TMPDIR:-/tmp}/gompi-demo-ckpt
+	./$(BIN)/gompiexec -ckpoint-prefix $${TMPDIR:-/tmp}/gompi-demo-ckpt -max-restarts 1 -n $(NP) ./$(BIN)/heat -crash-at 60
+	./$(BIN)/gompiexec ckpt list $${TMPDIR:-/tmp}/gompi-demo-ckpt
 
 bench: setup build
 	$(GO) run ./test/bench -gompiexec ./$(BIN)/gompiexec
