@@ -490,3 +490,36 @@ func CopyFile(from, to string, e int, f File) error {
 	}
 	return nil
 }
+
+// PartnerName is the directory inside a node-local cache that holds the
+// partner copies of other nodes' rank files (docs/ckpt.md, "Partner
+// copies"). It is itself laid out as a prefix.
+const PartnerName = "partner"
+
+// PartnerDir is the partner-copy prefix inside cache directory cache.
+func PartnerDir(cache string) string { return filepath.Join(cache, PartnerName) }
+
+// Ranks lists the ranks whose finished files (not temporary ones) epoch e
+// holds under prefix, in increasing order; none when the directory is
+// missing.
+func Ranks(prefix string, e int) ([]int, error) {
+	ents, err := os.ReadDir(EpochDir(prefix, e))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []int
+	for _, de := range ents {
+		s, ok := strings.CutPrefix(de.Name(), rankPrefix)
+		if !ok || !de.Type().IsRegular() || s == "" || strings.Trim(s, "0123456789") != "" {
+			continue
+		}
+		if r, err := strconv.Atoi(s); err == nil && RankName(r) == de.Name() {
+			out = append(out, r)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}
