@@ -223,8 +223,13 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	}
 	if c.cfg.Cache != "" {
 		// The first rank of each node (same host, same cache) writes its
-		// cache manifest.
-		id := dup.ProcessorName() + "\x00" + cfg.Cache
+		// cache manifest. Hosts are told apart as shared memory does
+		// (SplitShared), not by host name, which containers and network
+		// namespaces share.
+		id, err := nodeID(dup, cfg.Cache)
+		if err != nil {
+			return nil, err
+		}
 		ids, err := mpi.AllgatherValue(dup, id)
 		if err != nil {
 			return nil, err
@@ -285,6 +290,20 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 		}()
 	}
 	return c, nil
+}
+
+// nodeID names this rank's node: its host's lowest rank in comm, and the
+// cache directory (collective).
+func nodeID(comm *mpi.Comm, cache string) (string, error) {
+	host, err := comm.SplitShared(0)
+	if err != nil {
+		return "", err
+	}
+	low := comm.Rank()
+	if err := mpi.BcastValue(host, &low, 0); err != nil {
+		return "", err
+	}
+	return strconv.Itoa(low) + "\x00" + cache, nil
 }
 
 // raise records request seq.
