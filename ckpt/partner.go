@@ -169,13 +169,26 @@ func (c *Ckpt) partnerCopy(e int, f layout.File, werr error) error {
 // holding is what one rank reports to rebuild an epoch.
 type holding struct {
 	Manifest bool  // it has the epoch's manifest (cache, partner copy or prefix)
-	Ranks    []int // rank files of the epoch it has in its cache or partner directory
+	Partner  []int // rank files of the epoch in its cache's partner directory
+	Cache    []int // rank files of the epoch in its cache
 }
 
-// localDirs are the node-local places a rank file can be: the cache and
-// its partner directory.
-func (c *Ckpt) localDirs() []string {
-	return []string{c.cfg.Cache, layout.PartnerDir(c.cfg.Cache)}
+// source is where rank r's file comes from in a rebuild: the rank holding
+// it and the directory. Partner copies come first: a file in a cache may
+// be the very copy that failed its check.
+func source(all []holding, r int, cache string) (holder int, dir string) {
+	if slices.Contains(all[r].Partner, r) {
+		return r, layout.PartnerDir(cache)
+	}
+	if h := slices.IndexFunc(all, func(h holding) bool { return slices.Contains(h.Partner, r) }); h >= 0 {
+		return h, layout.PartnerDir(cache)
+	}
+	for h := range all {
+		if h != r && slices.Contains(all[h].Cache, r) {
+			return h, cache
+		}
+	}
+	return -1, ""
 }
 
 // rebuild prepares epoch e for loading (collective, only with a cache):
@@ -190,12 +203,13 @@ func (c *Ckpt) rebuild(e int) (m *layout.Manifest, dir string, err, fatal error)
 	m, merr := c.manifest(e)
 	var h holding
 	h.Manifest = merr == nil
-	for _, d := range c.localDirs() {
-		rs, err := layout.Ranks(d, e)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("ckpt: rank %d: %w", rank, err)
-		}
-		h.Ranks = append(h.Ranks, rs...)
+	var lerr error
+	h.Cache, lerr = layout.Ranks(c.cfg.Cache, e)
+	if lerr == nil {
+		h.Partner, lerr = layout.Ranks(layout.PartnerDir(c.cfg.Cache), e)
+	}
+	if lerr != nil {
+		return nil, "", nil, fmt.Errorf("ckpt: rank %d: %w", rank, lerr)
 	}
 	all, ferr := mpi.AllgatherValue(c.comm, h)
 	if ferr != nil {
@@ -218,7 +232,7 @@ func (c *Ckpt) rebuild(e int) (m *layout.Manifest, dir string, err, fatal error)
 		return nil, "", nil, ferr
 	}
 	// Every rank computes the same transfers: each needing rank gets its
-	// file from the lowest rank holding a copy.
+	// file from one holder (source).
 	var wg sync.WaitGroup
 	var sendErr error
 	var mu sync.Mutex
@@ -226,14 +240,14 @@ func (c *Ckpt) rebuild(e int) (m *layout.Manifest, dir string, err, fatal error)
 		if !need {
 			continue
 		}
-		holder := slices.IndexFunc(all, func(h holding) bool { return slices.Contains(h.Ranks, r) })
+		holder, from := source(all, r, c.cfg.Cache)
 		switch {
 		case holder < 0:
 			// Nobody has a copy: r's err stands.
 		case holder == rank && r == rank:
 			// Our own copy is in our partner directory (placement
 			// changed): a local copy.
-			if cerr := layout.CopyFile(layout.PartnerDir(c.cfg.Cache), c.cfg.Cache, e, m.Files[r]); cerr != nil {
+			if cerr := layout.CopyFile(from, c.cfg.Cache, e, m.Files[r]); cerr != nil {
 				err = fmt.Errorf("%w; rebuilding from the partner copy: %v", err, cerr)
 			} else {
 				dir, err = c.cfg.Cache, nil
@@ -242,7 +256,7 @@ func (c *Ckpt) rebuild(e int) (m *layout.Manifest, dir string, err, fatal error)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				path := c.heldPath(e, r)
+				path := layout.RankPath(from, e, r)
 				if serr := c.sendFile(r, tagRebuildHdr, tagRebuildData, e, path, m.Files[r], nil); serr != nil {
 					mu.Lock()
 					sendErr = errors.Join(sendErr, serr)
@@ -277,16 +291,4 @@ func (c *Ckpt) rebuild(e int) (m *layout.Manifest, dir string, err, fatal error)
 		}
 	}
 	return m, dir, err, nil
-}
-
-// heldPath is where this rank holds rank r's file of epoch e: its cache
-// or its partner directory.
-func (c *Ckpt) heldPath(e, r int) string {
-	for _, d := range c.localDirs() {
-		p := layout.RankPath(d, e, r)
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	return layout.RankPath(c.cfg.Cache, e, r)
 }

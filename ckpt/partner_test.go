@@ -52,20 +52,33 @@ func (n *twoNodes) cfg(rank int) Config {
 	return Config{Prefix: n.prefix, Cache: cache, Partner: n.partner, Keep: 3}
 }
 
-// loseNodeBeforeFlush writes epoch 1 (step 10, flushed to the prefix)
-// and then epoch 2 (step 20), and makes it as if node B died before epoch
-// 2's flush completed: the prefix never committed epoch 2, and node B's
-// cache is gone.
-func (n *twoNodes) loseNodeBeforeFlush(t *testing.T) {
+// crashBeforeFlush writes epoch 1 (step 10, flushed to the prefix) and
+// then epoch 2 (step 20), and makes it as if the job died before epoch
+// 2's flush completed: the prefix never committed epoch 2. loseB: node
+// B's cache is gone too.
+func (n *twoNodes) crashBeforeFlush(t *testing.T, loseB bool) {
 	t.Helper()
 	checkpointStepsFor(t, 4, n.cfg, 10)
 	checkpointStepsFor(t, 4, n.cfg, 20)
 	if err := layout.Remove(n.prefix, 2); err != nil {
 		t.Fatal(err)
 	}
+	if !loseB {
+		return
+	}
 	if err := os.RemoveAll(n.b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// flipByte changes one byte of path.
+func flipByte(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	b[3] ^= 1
+	return os.WriteFile(path, b, 0o644)
 }
 
 func TestPartnerCopies(t *testing.T) {
@@ -96,6 +109,7 @@ func TestPartnerRebuildsLostNode(t *testing.T) {
 		name    string
 		partner bool
 		moved   bool // restart with every rank on node A
+		keepB   bool // node B's cache survives
 		damage  func(n *twoNodes) error
 		want    int
 	}{
@@ -104,13 +118,15 @@ func TestPartnerRebuildsLostNode(t *testing.T) {
 		{name: "partner", partner: true, want: 2},
 		{name: "partner, ranks moved to the node left", partner: true, moved: true, want: 2},
 		{name: "partner copy corrupt", partner: true, want: 1, damage: func(n *twoNodes) error {
-			p := layout.RankPath(layout.PartnerDir(n.a), 2, 3)
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			b[3] ^= 1
-			return os.WriteFile(p, b, 0o644)
+			return flipByte(layout.RankPath(layout.PartnerDir(n.a), 2, 3))
+		}},
+		// One byte of a cache file, no node lost: the partner copy on
+		// the other node replaces it.
+		{name: "cache file corrupt, partner", partner: true, keepB: true, want: 2, damage: func(n *twoNodes) error {
+			return flipByte(layout.RankPath(n.a, 2, 1))
+		}},
+		{name: "cache file corrupt, no partner", keepB: true, want: 1, damage: func(n *twoNodes) error {
+			return flipByte(layout.RankPath(n.a, 2, 1))
 		}},
 		{name: "partner copy deleted", partner: true, want: 1, damage: func(n *twoNodes) error {
 			return os.Remove(layout.RankPath(layout.PartnerDir(n.a), 2, 2))
@@ -118,7 +134,7 @@ func TestPartnerRebuildsLostNode(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := newTwoNodes(t, tc.partner)
-			n.loseNodeBeforeFlush(t)
+			n.crashBeforeFlush(t, !tc.keepB)
 			if tc.damage != nil {
 				if err := tc.damage(n); err != nil {
 					t.Fatal(err)
