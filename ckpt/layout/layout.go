@@ -189,7 +189,6 @@ type Writer struct {
 	n    int64
 	crc  uint32
 	err  error
-	wb   int64 // bytes handed to startWriteback so far
 }
 
 // Create starts rank r's file of epoch e under prefix, creating the epoch
@@ -212,10 +211,6 @@ func Create(prefix string, e, r int) (*Writer, error) {
 // cache (one pass over memory instead of two).
 const writeChunk = 1 << 20
 
-// writebackEvery is how much is written between requests to start
-// writeback (startWriteback).
-const writebackEvery = 8 << 20
-
 func (w *Writer) Write(p []byte) (int, error) {
 	total := 0
 	for len(p) > 0 && w.err == nil {
@@ -227,10 +222,6 @@ func (w *Writer) Write(p []byte) (int, error) {
 		p = p[n:]
 		if err != nil && w.err == nil {
 			w.err = fmt.Errorf("%s: %w", w.path, err)
-		}
-		if w.n-w.wb >= writebackEvery {
-			startWriteback(w.f.Fd(), w.wb, w.n-w.wb)
-			w.wb = w.n
 		}
 	}
 	return total, w.err

@@ -204,12 +204,12 @@ func FuzzParseManifest(f *testing.F) {
 	})
 }
 
-// TestLargeFile writes a file past several writeback and chunk boundaries
+// TestLargeFile writes a file past several chunk boundaries
 // in odd-sized writes; its checksum, a verification and a copy agree with
 // the bytes.
 func TestLargeFile(t *testing.T) {
 	prefix, to := t.TempDir(), t.TempDir()
-	data := make([]byte, 3*writebackEvery+12345)
+	data := make([]byte, 3*writeChunk+12345)
 	for i := range data {
 		data[i] = byte(i * 7 >> 3)
 	}
