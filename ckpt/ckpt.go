@@ -41,6 +41,7 @@ const (
 	EnvKeep     = "GOMPI_CKPT_KEEP"     // -ckpoint-keep
 	EnvEpoch    = "GOMPI_CKPT_EPOCH"    // -ckpoint-num
 	EnvCache    = "GOMPI_CKPT_CACHE"    // -ckpoint-cache
+	EnvPartner  = "GOMPI_CKPT_PARTNER"  // -ckpoint-partner: "1" (or "true") copies to a partner node
 )
 
 // DefaultKeep is Config.Keep's default.
@@ -68,6 +69,12 @@ type Config struct {
 	// to first; each rank then flushes its file to Prefix in the
 	// background (docs/ckpt.md, "Levels").
 	Cache string
+	// Partner, with Cache, also copies each rank's cache file to a rank on
+	// another node (the next node in the job's order), so that losing one
+	// node's cache before the flush completed loses no epoch
+	// (docs/ckpt.md, "Partner copies"). It costs one file transfer per
+	// rank inside Checkpoint. With every rank on one node it does nothing.
+	Partner bool
 	// Interval makes NeedCheckpoint true once this long has passed since
 	// the last checkpoint (or the start). 0: only on request.
 	Interval time.Duration
@@ -79,12 +86,21 @@ type Config struct {
 	// Requests delivers checkpoint requests. Default: the proxy's event
 	// channel (SIGUSR1 to gompiexec), when the process has one.
 	Requests <-chan struct{}
+
+	partnerBad bool // EnvPartner did not parse
 }
 
 // FromEnv is the configuration gompiexec passes to ranks. Malformed
 // variables are reported by New.
 func FromEnv() Config {
 	c := Config{Prefix: os.Getenv(EnvPrefix), Cache: os.Getenv(EnvCache)}
+	if v := os.Getenv(EnvPartner); v != "" {
+		b, err := strconv.ParseBool(v)
+		c.Partner = b
+		if err != nil {
+			c.partnerBad = true
+		}
+	}
 	if v := os.Getenv(EnvInterval); v != "" {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && f >= 0 {
 			c.Interval = time.Duration(f * float64(time.Second))
@@ -119,6 +135,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("ckpt: %s=%q: want an integer >= 1", EnvKeep, os.Getenv(EnvKeep))
 	case c.Epoch < 0:
 		return fmt.Errorf("ckpt: %s=%q: want an epoch number >= 1", EnvEpoch, os.Getenv(EnvEpoch))
+	case c.partnerBad:
+		return fmt.Errorf("ckpt: %s=%q: want 1 or 0", EnvPartner, os.Getenv(EnvPartner))
+	case c.Partner && c.Cache == "":
+		return errors.New("ckpt: a partner copy needs a node-local cache (-ckpoint-cache or Config.Cache)")
 	}
 	if c.Keep == 0 {
 		c.Keep = DefaultKeep
@@ -129,17 +149,21 @@ func (c *Config) validate() error {
 // Ckpt checkpoints one job's registered state. Its methods other than
 // Register* are collective over the communicator given to New.
 type Ckpt struct {
-	comm     *mpi.Comm
-	cfg      Config
-	secs     []section
-	names    map[string]bool
-	regErr   error // the first bad registration, returned by Checkpoint and Restore
-	redist   func(*OldEpoch) error
-	leader   bool // writes this node's cache manifest
-	next     int  // the next epoch's number
-	restored int
-	last     time.Time
-	step     int64
+	comm   *mpi.Comm
+	cfg    Config
+	secs   []section
+	names  map[string]bool
+	regErr error // the first bad registration, returned by Checkpoint and Restore
+	redist func(*OldEpoch) error
+	leader bool // writes this node's cache manifest
+	// Partner copies: the rank this rank sends its file to (-1: none) and
+	// the ranks that send theirs here.
+	partnerTo   int
+	partnerFrom []int
+	next        int // the next epoch's number
+	restored    int
+	last        time.Time
+	step        int64
 
 	// Requests are numbered: reqSeq is the highest this rank received,
 	// handled the highest the ranks agreed on, so a request that reaches
@@ -160,6 +184,7 @@ type Ckpt struct {
 
 type flushJob struct {
 	epoch int
+	from  string // the directory holding the file (the cache; the prefix: nothing to copy)
 	file  layout.File
 }
 
@@ -181,10 +206,14 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 		return nil, err
 	}
 	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
-		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}}
+		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}, partnerTo: -1}
 	// Epoch numbers continue after the highest directory any rank sees.
 	hi := -1
-	for _, d := range []string{cfg.Prefix, cfg.Cache} {
+	dirs := []string{cfg.Prefix, cfg.Cache}
+	if cfg.Cache != "" {
+		dirs = append(dirs, layout.PartnerDir(cfg.Cache))
+	}
+	for _, d := range dirs {
 		if d != "" {
 			n, err := layout.MaxEpoch(d)
 			if err != nil {
@@ -195,8 +224,13 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	}
 	if c.cfg.Cache != "" {
 		// The first rank of each node (same host, same cache) writes its
-		// cache manifest.
-		id := dup.ProcessorName() + "\x00" + cfg.Cache
+		// cache manifest. Hosts are told apart as shared memory does
+		// (SplitShared), not by host name, which containers and network
+		// namespaces share.
+		id, err := nodeID(dup, cfg.Cache)
+		if err != nil {
+			return nil, err
+		}
 		ids, err := mpi.AllgatherValue(dup, id)
 		if err != nil {
 			return nil, err
@@ -205,6 +239,15 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			if v == id {
 				c.leader = r == dup.Rank()
 				break
+			}
+		}
+		if cfg.Partner {
+			plan := partnerPlan(ids)
+			c.partnerTo = plan[dup.Rank()]
+			for r, p := range plan {
+				if p == dup.Rank() {
+					c.partnerFrom = append(c.partnerFrom, r)
+				}
 			}
 		}
 		c.flushQ = make(chan flushJob, 64)
@@ -248,6 +291,20 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 		}()
 	}
 	return c, nil
+}
+
+// nodeID names this rank's node: its host's lowest rank in comm, and the
+// cache directory (collective).
+func nodeID(comm *mpi.Comm, cache string) (string, error) {
+	host, err := comm.SplitShared(0)
+	if err != nil {
+		return "", err
+	}
+	low := comm.Rank()
+	if err := mpi.BcastValue(host, &low, 0); err != nil {
+		return "", err
+	}
+	return strconv.Itoa(low) + "\x00" + cache, nil
 }
 
 // raise records request seq.
@@ -397,6 +454,11 @@ func (c *Ckpt) Checkpoint() error {
 			res.File, err = w.Close()
 		}
 	}
+	if c.partnerTo >= 0 {
+		if perr := c.partnerCopy(e, res.File, err); perr != nil && err == nil {
+			err = perr
+		}
+	}
 	if err != nil {
 		res.Err = fmt.Sprintf("rank %d: %v", rank, err)
 	}
@@ -419,6 +481,12 @@ func (c *Ckpt) Checkpoint() error {
 	if committer {
 		if err := layout.Commit(dir, m); err != nil {
 			commitErr = fmt.Sprintf("rank %d: %v", rank, err)
+		} else if c.partnerTo >= 0 {
+			// The partner copies' own manifest: this node may hold the
+			// only surviving copies of another node's files.
+			if err := layout.Commit(layout.PartnerDir(c.cfg.Cache), m); err != nil {
+				commitErr = fmt.Sprintf("rank %d: %v", rank, err)
+			}
 		}
 	}
 	errs, err := mpi.AllgatherValue(c.comm, commitErr)
@@ -443,9 +511,12 @@ func (c *Ckpt) Checkpoint() error {
 	if rank == 0 {
 		c.pending[e] = m
 	}
-	c.flushQ <- flushJob{epoch: e, file: res.File}
+	c.flushQ <- flushJob{epoch: e, from: c.cfg.Cache, file: res.File}
 	if c.leader {
-		c.pruneCache()
+		c.pruneCache(c.cfg.Cache)
+		if c.partnerTo >= 0 {
+			c.pruneCache(layout.PartnerDir(c.cfg.Cache))
+		}
 	}
 	return nil
 }
@@ -454,7 +525,13 @@ func (c *Ckpt) Checkpoint() error {
 func (c *Ckpt) flusher() {
 	defer c.flushWG.Done()
 	for j := range c.flushQ {
-		if err := layout.CopyFile(c.cfg.Cache, c.cfg.Prefix, j.epoch, j.file); err != nil {
+		if j.from == c.cfg.Prefix {
+			// Restored from a flushed file whose epoch the prefix had not
+			// committed yet: already there.
+			c.flushed.Store(int64(j.epoch))
+			continue
+		}
+		if err := layout.CopyFile(j.from, c.cfg.Prefix, j.epoch, j.file); err != nil {
 			c.flushErr.Store(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
 			continue
 		}
@@ -462,10 +539,11 @@ func (c *Ckpt) flusher() {
 	}
 }
 
-// pruneCache keeps the newest Keep committed cache epochs, and never one
-// newer than the newest epoch committed in the prefix (its only copy).
-func (c *Ckpt) pruneCache() {
-	eps, err := layout.List(c.cfg.Cache)
+// pruneCache keeps the newest Keep committed epochs of a cache (or its
+// partner directory), and never one newer than the newest epoch committed
+// in the prefix (its only copy).
+func (c *Ckpt) pruneCache(dir string) {
+	eps, err := layout.List(dir)
 	if err != nil {
 		return
 	}
@@ -481,7 +559,7 @@ func (c *Ckpt) pruneCache() {
 		if e.Epoch > c.prefixCommit {
 			continue // not yet in the prefix: the only copy
 		}
-		layout.Remove(c.cfg.Cache, e.Epoch)
+		layout.Remove(dir, e.Epoch)
 	}
 }
 

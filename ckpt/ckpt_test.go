@@ -98,8 +98,15 @@ func newState(rank, step int) *state {
 // checkpointSteps writes one epoch per step in steps.
 func checkpointSteps(t *testing.T, n int, cfg Config, steps ...int) {
 	t.Helper()
+	checkpointStepsFor(t, n, func(int) Config { return cfg }, steps...)
+}
+
+// checkpointStepsFor is checkpointSteps with a configuration per rank
+// (a cache directory per simulated node).
+func checkpointStepsFor(t *testing.T, n int, cfgOf func(rank int) Config, steps ...int) {
+	t.Helper()
 	noErrs(t, runRanks(t, n, func(comm *mpi.Comm) error {
-		c, err := New(context.Background(), comm, cfg)
+		c, err := New(context.Background(), comm, cfgOf(comm.Rank()))
 		if err != nil {
 			return err
 		}
@@ -120,10 +127,16 @@ func checkpointSteps(t *testing.T, n int, cfg Config, steps ...int) {
 // error; failRank's reader fails for the newest epoch.
 func restoreAll(t *testing.T, n int, cfg Config, failRank int) ([]int, []*state, []error) {
 	t.Helper()
+	return restoreAllFor(t, n, func(int) Config { return cfg }, failRank)
+}
+
+// restoreAllFor is restoreAll with a configuration per rank.
+func restoreAllFor(t *testing.T, n int, cfgOf func(rank int) Config, failRank int) ([]int, []*state, []error) {
+	t.Helper()
 	eps := make([]int, n)
 	sts := make([]*state, n)
 	errs := runRanks(t, n, func(comm *mpi.Comm) error {
-		c, err := New(context.Background(), comm, cfg)
+		c, err := New(context.Background(), comm, cfgOf(comm.Rank()))
 		if err != nil {
 			return err
 		}
@@ -359,8 +372,14 @@ func TestCacheOnlyEpoch(t *testing.T) {
 		t.Fatalf("restored %v, want 2 from the cache", eps)
 	}
 	checkState(t, sts, 20)
-	// The newest epoch deleted from the cache too: epoch 1 from wherever.
+	// The restart completed the flush: epoch 2 is back in the prefix.
+	if bad, err := layout.Verify(cfg.Prefix, 2); err != nil || bad != nil {
+		t.Fatalf("prefix epoch 2 after the restart: %v %v", bad, err)
+	}
+	// The newest epoch deleted from the cache and the prefix: epoch 1
+	// from wherever.
 	layout.Remove(cfg.Cache, 2)
+	layout.Remove(cfg.Prefix, 2)
 	eps, sts, errs = restoreAll(t, 2, cfg, -1)
 	noErrs(t, errs)
 	if eps[0] != 1 {

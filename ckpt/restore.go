@@ -53,14 +53,20 @@ func (o *OldEpoch) Section(r int, name string) ([]byte, error) {
 // sections, and f reads what this rank needs with OldEpoch.Section.
 func (c *Ckpt) SetRedistribute(f func(*OldEpoch) error) { c.redist = f }
 
+// dirs are the places this rank looks for epochs: its cache, the partner
+// copies in it, then the prefix.
+func (c *Ckpt) dirs() []string {
+	if c.cfg.Cache == "" {
+		return []string{c.cfg.Prefix}
+	}
+	return []string{c.cfg.Cache, layout.PartnerDir(c.cfg.Cache), c.cfg.Prefix}
+}
+
 // candidates lists, newest first, the epochs some rank sees committed in
-// the prefix or its cache.
+// the prefix, its cache or its partner copies.
 func (c *Ckpt) candidates() ([]int, error) {
 	var mine []int
-	for _, d := range []string{c.cfg.Prefix, c.cfg.Cache} {
-		if d == "" {
-			continue
-		}
+	for _, d := range c.dirs() {
 		eps, err := layout.List(d)
 		if err != nil {
 			return nil, fmt.Errorf("ckpt: rank %d: %w", c.comm.Rank(), err)
@@ -100,13 +106,10 @@ func (c *Ckpt) HaveRestart() (bool, error) {
 }
 
 // manifest is epoch e's manifest as this rank sees it: the cache copy
-// first, then the prefix's.
+// first, then the partner copies', then the prefix's.
 func (c *Ckpt) manifest(e int) (*layout.Manifest, error) {
 	var errs []string
-	for _, d := range []string{c.cfg.Cache, c.cfg.Prefix} {
-		if d == "" {
-			continue
-		}
+	for _, d := range c.dirs() {
 		m, err := layout.ReadManifest(d, e)
 		if err == nil {
 			return m, nil
@@ -133,13 +136,10 @@ func (c *Ckpt) verified(m *layout.Manifest, r int) (string, error) {
 	return "", fmt.Errorf("ckpt: epoch %d rank %d: %s", m.Epoch, r, strings.Join(errs, "; "))
 }
 
-// load reads this rank's sections of epoch e.
-func (c *Ckpt) load(e int) (mismatch bool, err error) {
+// load reads this rank's sections of epoch e, described by m; dir, when
+// set, is where this rank's file was already verified.
+func (c *Ckpt) load(e int, m *layout.Manifest, dir string) (mismatch bool, err error) {
 	rank, size := c.comm.Rank(), c.comm.Size()
-	m, err := c.manifest(e)
-	if err != nil {
-		return false, err
-	}
 	if m.Ranks != size {
 		if c.redist == nil {
 			return true, fmt.Errorf("%w: epoch %d in %s was written by %d ranks, this job has %d (restart with -n %d, or register a redistribution callback with SetRedistribute)",
@@ -147,9 +147,10 @@ func (c *Ckpt) load(e int) (mismatch bool, err error) {
 		}
 		return false, c.redist(&OldEpoch{Epoch: e, Ranks: m.Ranks, c: c, m: m, dir: map[int]string{}})
 	}
-	dir, err := c.verified(m, rank)
-	if err != nil {
-		return false, err
+	if dir == "" {
+		if dir, err = c.verified(m, rank); err != nil {
+			return false, err
+		}
 	}
 	rf, err := openRankFile(layout.RankPath(dir, e, rank))
 	if err != nil {
@@ -204,7 +205,21 @@ func (c *Ckpt) Restore() (int, error) {
 	}
 	var tried []error
 	for _, e := range cs {
-		mismatch, lerr := c.load(e)
+		var m *layout.Manifest
+		var dir string
+		var lerr error
+		if c.cfg.Cache != "" {
+			var fatal error
+			if m, dir, lerr, fatal = c.rebuild(e); fatal != nil {
+				return 0, fatal
+			}
+		} else {
+			m, lerr = c.manifest(e)
+		}
+		var mismatch bool
+		if lerr == nil {
+			mismatch, lerr = c.load(e, m, dir)
+		}
 		v := []int64{0, 0}
 		if lerr != nil {
 			v[0] = 1
@@ -225,6 +240,9 @@ func (c *Ckpt) Restore() (int, error) {
 		if v[0] == 0 {
 			c.restored = e
 			c.last = time.Now()
+			if err := c.completeFlush(m, dir); err != nil {
+				return 0, err
+			}
 			return e, nil
 		}
 		if lerr == nil {
@@ -239,3 +257,37 @@ func (c *Ckpt) Restore() (int, error) {
 
 // Restored is the epoch Restore loaded (0: none).
 func (c *Ckpt) Restored() int { return c.restored }
+
+// completeFlush (collective) finishes the flush of restored epoch m when
+// the prefix has not committed it: the epoch came from the caches (or
+// partner copies), and until it is in the prefix a second lost node could
+// take it away. Each rank flushes its file in the background from where
+// it verified it; the next collective call commits it, as after a
+// checkpoint.
+func (c *Ckpt) completeFlush(m *layout.Manifest, dir string) error {
+	if c.cfg.Cache == "" || m.Ranks != c.comm.Size() {
+		return nil
+	}
+	var need bool
+	if c.comm.Rank() == 0 {
+		_, err := layout.ReadManifest(c.cfg.Prefix, m.Epoch)
+		need = err != nil
+	}
+	if err := mpi.BcastValue(c.comm, &need, 0); err != nil {
+		return err
+	}
+	if !need {
+		return nil
+	}
+	if dir == "" {
+		var err error
+		if dir, err = c.verified(m, c.comm.Rank()); err != nil {
+			return err
+		}
+	}
+	if c.comm.Rank() == 0 {
+		c.pending[m.Epoch] = m
+	}
+	c.flushQ <- flushJob{epoch: m.Epoch, from: dir, file: m.Files[c.comm.Rank()]}
+	return nil
+}

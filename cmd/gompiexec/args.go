@@ -28,6 +28,7 @@ type options struct {
 	ckptInterval          time.Duration
 	ckptNum, ckptKeep     int
 	ckptCache             string
+	ckptPartner           bool
 	maxRestarts           int
 	proxyPath             string
 	fanout                int
@@ -185,6 +186,7 @@ func init() {
 		return
 	}}, "ckpoint-keep")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.ckptCache = v[0]; return nil }}, "ckpoint-cache")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.ckptPartner = true; return nil }}, "ckpoint-partner")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
 		o.maxRestarts, err = intArg("max-restarts", v[0], 0)
 		return
@@ -280,8 +282,11 @@ func parseArgs(args []string) (*options, error) {
 	if o.hostfile != "" && o.hosts != "" {
 		return nil, errors.New("give either -f or -hosts, not both")
 	}
-	if o.ckptPrefix == "" && (o.ckptInterval > 0 || o.ckptNum > 0 || o.ckptKeep > 0 || o.ckptCache != "") {
-		return nil, usagef("-ckpoint-interval, -ckpoint-num, -ckpoint-keep and -ckpoint-cache need -ckpoint-prefix")
+	if o.ckptPrefix == "" && (o.ckptInterval > 0 || o.ckptNum > 0 || o.ckptKeep > 0 || o.ckptCache != "" || o.ckptPartner) {
+		return nil, usagef("-ckpoint-interval, -ckpoint-num, -ckpoint-keep, -ckpoint-cache and -ckpoint-partner need -ckpoint-prefix")
+	}
+	if o.ckptPartner && o.ckptCache == "" {
+		return nil, usagef("-ckpoint-partner needs -ckpoint-cache (partner copies live in the node-local caches)")
 	}
 	return o, nil
 }

@@ -25,6 +25,9 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--np", "2", "-ckpoint-prefix", "/s", "--ckpoint-interval", "30", "app"}, func(o *options) bool {
 			return o.segments[0].n == 2 && o.ckptPrefix == "/s" && o.ckptInterval == 30*time.Second
 		}},
+		{[]string{"-ckpoint-prefix", "/s", "-ckpoint-cache", "/c", "-ckpoint-partner", "app"}, func(o *options) bool {
+			return o.ckptCache == "/c" && o.ckptPartner
+		}},
 		{[]string{"-genv", "A", "1", "-genv", "B=2", "-genv=C=3", "app"}, func(o *options) bool {
 			return reflect.DeepEqual(o.genv, []string{"A=1", "B=2", "C=3"})
 		}},
@@ -84,6 +87,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-ssh-connect-timeout", "0", "app"}, "more than 0"},
 		{[]string{"-ssh-connect-timeout", "soon", "app"}, "want seconds"},
 		{[]string{"-ssh-connect-timeout"}, "needs 1 value"},
+		{[]string{"-ckpoint-partner", "app"}, "need -ckpoint-prefix"},
+		{[]string{"-ckpoint-prefix", "/p", "-ckpoint-partner", "app"}, "-ckpoint-partner needs -ckpoint-cache"},
 	}
 	for _, tc := range tests {
 		_, err := parseArgs(tc.args)

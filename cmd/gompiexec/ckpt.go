@@ -21,6 +21,7 @@ const (
 	envCkptKeep     = "GOMPI_CKPT_KEEP"
 	envCkptEpoch    = "GOMPI_CKPT_EPOCH"
 	envCkptCache    = "GOMPI_CKPT_CACHE"
+	envCkptPartner  = "GOMPI_CKPT_PARTNER"
 	envRestart      = "GOMPI_RESTART" // the relaunch's number under -max-restarts
 )
 
@@ -49,6 +50,9 @@ func checkpointConfig(o *options, cfg *mpiexec.Config) error {
 				return err
 			}
 			cfg.Env = append(cfg.Env, envCkptCache+"="+cache)
+			if o.ckptPartner {
+				cfg.Env = append(cfg.Env, envCkptPartner+"=1")
+			}
 		}
 		if o.ckptNum > 0 {
 			if o.ckptCache == "" {

@@ -85,6 +85,8 @@ Global options:
   -ckpoint-keep K           keep the newest K committed epochs (default 2)
   -ckpoint-cache DIR        node-local cache: checkpoints are written there first and
                             flushed to the prefix in the background
+  -ckpoint-partner          with -ckpoint-cache: also copy each rank's checkpoint to a
+                            rank on another host, so losing one host loses no epoch
   -max-restarts N           relaunch a job whose rank or host failed, up to N times,
                             from the newest checkpoint (or from the beginning without
                             one), on the hosts that are left

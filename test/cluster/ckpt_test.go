@@ -69,3 +69,86 @@ func TestCheckpointHostLost(t *testing.T) {
 	cut.RestoreLink()
 	j.assertNoLeftovers(20 * time.Second)
 }
+
+// TestCheckpointPartnerHostLost: with -ckpoint-partner, a host whose
+// node-local cache is lost before the newest epoch reached the prefix
+// costs no epoch. A first run crashes; the newest epoch is then taken out
+// of the prefix (its flush "had not completed") and the second host's
+// cache is removed; a rerun on the first host alone restores that epoch,
+// rebuilt from the partner copies in the first host's cache, not an older
+// one from the prefix, completes its flush, and ends with the
+// uninterrupted run's checksum.
+func TestCheckpointPartnerHostLost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes ~20 s")
+	}
+	c := setup(t)
+	heatArgs := []string{"-n", "128", "-steps", "300", "-ckpt-every", "10", "-delay", "5ms"}
+	base := runJob(t, c, c.Client, "", append([]string{"-hosts", c.HostList(2), "-n", "4", bin("heat")}, heatArgs...)...)
+	m := heatChecksum.FindStringSubmatch(base.Stdout)
+	if base.Code != 0 || m == nil {
+		t.Fatalf("uninterrupted run: exit %d\n%s\n%s", base.Code, base.Stdout, base.Stderr)
+	}
+	want := m[1]
+
+	prefix, err := os.MkdirTemp("/var/tmp", "gompi-ckpt-prefix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(prefix) })
+	cache := fmt.Sprintf("/tmp/gompi-heat-partner-%d", os.Getpid()) // private on every host
+	keep, lost := c.Hosts[0], c.Hosts[1]
+	t.Cleanup(func() {
+		keep.Run("rm", "-rf", cache)
+		lost.Run("rm", "-rf", cache)
+	})
+	ckptArgs := []string{"-ckpoint-prefix", prefix, "-ckpoint-cache", cache, "-ckpoint-partner", "-ckpoint-keep", "3"}
+	first := runJob(t, c, c.Client, "", append(append(ckptArgs, "-hosts", c.HostList(2), "-n", "4", bin("heat"), "-crash-at", "150"), heatArgs...)...)
+	if first.Code == 0 {
+		t.Fatalf("the run with -crash-at 150 succeeded\n%s", first.Stdout)
+	}
+	// The newest epoch committed in the surviving host's cache.
+	out, err := keep.Run("sh", "-c", "ls "+cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := 0
+	for _, f := range strings.Fields(out) {
+		if e, ok := layout.ParseEpochDir(f); ok && e > newest {
+			if _, err := keep.Run("test", "-f", cache+"/"+f+"/"+layout.ManifestName); err == nil {
+				newest = e
+			}
+		}
+	}
+	if newest < 2 {
+		t.Fatalf("no epoch committed in %s's cache: %q", keep.Name, out)
+	}
+	if out, err := keep.Run("ls", layout.EpochDir(layout.PartnerDir(cache), newest)); err != nil || !strings.Contains(out, "rank.00002") {
+		t.Fatalf("%s holds no partner copy of rank 2's epoch %d: %q %v", keep.Name, newest, out, err)
+	}
+	// The flush of the newest epoch had not completed, and the second
+	// host's cache is gone with it.
+	if err := layout.Remove(prefix, newest); err != nil {
+		t.Fatal(err)
+	}
+	if old, err := layout.Newest(prefix); err != nil || old.Epoch >= newest {
+		t.Fatalf("the prefix should offer only an older epoch now: %+v %v", old, err)
+	}
+	if _, err := lost.Run("rm", "-rf", cache); err != nil {
+		t.Fatal(err)
+	}
+
+	r := runJob(t, c, c.Client, "", append(append(ckptArgs, "-hosts", keep.Name+":4", "-n", "4", bin("heat")), heatArgs...)...)
+	t.Logf("stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
+	if !strings.Contains(r.Stdout, fmt.Sprintf("heat: restored epoch %d at step", newest)) {
+		t.Fatalf("the rerun did not restore epoch %d (rebuilt from the partner copies)", newest)
+	}
+	got := heatChecksum.FindStringSubmatch(r.Stdout)
+	if r.Code != 0 || got == nil || got[1] != want {
+		t.Fatalf("exit %d, checksum %v, uninterrupted %s", r.Code, got, want)
+	}
+	// The interrupted flush was completed (and newer epochs followed).
+	if m, err := layout.Newest(prefix); err != nil || m.Epoch <= newest {
+		t.Fatalf("prefix newest after the rerun: %+v %v, want past %d", m, err, newest)
+	}
+}
