@@ -91,24 +91,34 @@ func (p *forkProc) Kill() error {
 	return err
 }
 
-// forkThread runs every fork on one locked OS thread. Linux delivers
+// forkThread runs every fork on a few locked OS threads. Linux delivers
 // Pdeathsig when the *thread* that forked the child exits, and the Go
-// runtime may retire idle threads; a thread that lives as long as the
-// process makes Pdeathsig mean "parent process died".
+// runtime may retire idle threads; threads that live as long as the
+// process make Pdeathsig mean "parent process died".
+//
+// More than one, so that concurrent StartLocked calls fork concurrently: a
+// fork blocks its thread until the child has exec'd (vfork), which on a
+// busy host waits for the child to be scheduled; a proxy starting its
+// ranks one at a time paid that wait once per rank.
 var forkThread = struct {
 	once sync.Once
 	reqs chan func()
 }{reqs: make(chan func())}
 
-// StartLocked starts cmd from the process's dedicated fork thread.
+// ForkThreads is how many forks StartLocked runs at once.
+const ForkThreads = 4
+
+// StartLocked starts cmd from one of the process's dedicated fork threads.
 func StartLocked(cmd *exec.Cmd) error {
 	forkThread.once.Do(func() {
-		go func() {
-			runtime.LockOSThread()
-			for f := range forkThread.reqs {
-				f()
-			}
-		}()
+		for i := 0; i < ForkThreads; i++ {
+			go func() {
+				runtime.LockOSThread()
+				for f := range forkThread.reqs {
+					f()
+				}
+			}()
+		}
 	})
 	errc := make(chan error, 1)
 	forkThread.reqs <- func() { errc <- cmd.Start() }

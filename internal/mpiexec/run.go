@@ -147,6 +147,17 @@ type proxyConn struct {
 	sess  *yamux.Session
 	conn  *control.Conn
 	out   outbox
+
+	closeOnce sync.Once
+}
+
+// close ends the session and the proxy's process (idempotent): the proxy
+// takes the end of its session as the end of the job.
+func (p *proxyConn) close() {
+	p.closeOnce.Do(func() {
+		p.sess.Close()
+		p.proc.Close()
+	})
 }
 
 // hostState is what the launcher knows of one host's proxy.
@@ -327,8 +338,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	j.out.flushAll()
 	j.report()
 	for _, p := range j.tops {
-		p.sess.Close()
-		p.proc.Close()
+		p.close()
 		p.proc.Wait()
 	}
 	return code, nil
@@ -417,6 +427,7 @@ func (j *job) loop(ctx context.Context) int {
 						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.Reason(ev.err)))
 					}
 				}
+				j.release(ev.top)
 				continue
 			}
 			host := ev.msg.Host
@@ -463,6 +474,7 @@ func (j *job) loop(ctx context.Context) int {
 			case control.MsgDone:
 				ended(host)
 			}
+			j.release(ev.top)
 		case sig := <-j.cfg.Signals:
 			s, _ := sig.(syscall.Signal)
 			if j.checkpointRequest(s) {
@@ -519,6 +531,22 @@ func (j *job) loop(ctx context.Context) int {
 		return ExitInternal
 	}
 	return 0
+}
+
+// release lets a top-level proxy go as soon as every host it routes for
+// is done, without waiting for the rest of the job: its output and exit
+// reports came before its MsgDone on the same stream, and nothing is sent
+// down to finished hosts. It exits as Hydra's proxies do when their
+// processes have, so its host's share of the teardown (its node's part of
+// an srun step, an ssh session) overlaps the hosts still running.
+func (j *job) release(ti int) {
+	p := j.tops[ti]
+	for _, h := range p.hosts {
+		if !j.hosts[h].done {
+			return
+		}
+	}
+	go p.close()
 }
 
 // fence waits for every top-level proxy to fence (each on behalf of its
@@ -660,8 +688,7 @@ func (j *job) abortAll() {
 	j.lostQuiet = true
 	for _, p := range j.tops {
 		if p != nil {
-			p.sess.Close()
-			p.proc.Close()
+			p.close()
 		}
 	}
 }

@@ -183,7 +183,14 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		select {
 		case <-exited:
 			if err := p.send(control.Msg{T: control.MsgDone}); err != nil {
-				return fmt.Errorf("%w: %v", ErrLauncherLost, err)
+				// Every local rank has ended, so nothing is left to kill
+				// here. The send fails too when the launcher read MsgDone
+				// and closed the session before the write had completed
+				// here (it releases a proxy as soon as its hosts are
+				// done): that is success, and an exit status of 1 would
+				// make srun report a failed task and kill the step.
+				p.log.Debug("launcher gone after the last rank ended", "err", err)
+				return nil
 			}
 			// Keep relaying for the proxies below until they are done,
 			// then let the launcher close first so the last frames are
@@ -315,20 +322,27 @@ func (p *proxy) start() error {
 	for i := range pids {
 		pids[i] = -1
 	}
-	for i, rs := range p.job.Ranks {
-		r, err := p.startRank(rs)
+	ranks, errs := p.startRanks()
+	started := 0
+	for i, r := range ranks {
+		if r != nil {
+			p.ranks = append(p.ranks, r)
+			pids[i] = r.pid
+			started++
+		}
+	}
+	for i, err := range errs {
 		if err != nil {
 			// The first rank that cannot start ends the start: the
 			// launcher names it, with the limit hit, and ends the job
 			// (exit 255); the ranks started so far are stopped.
-			msg := startFailure(rs.Rank, p.job.Host, i, len(p.job.Ranks), err)
+			rs := p.job.Ranks[i]
+			msg := startFailure(rs.Rank, p.job.Host, started, len(p.job.Ranks), err)
 			p.send(control.Msg{T: control.MsgError, Rank: rs.Rank, Code: startFailedCode, Error: msg, At: time.Now().UnixNano()})
 			p.ranks = append(p.ranks, &rank{spec: rs})
 			p.killAll(syscall.SIGKILL)
 			break
 		}
-		p.ranks = append(p.ranks, r)
-		pids[i] = r.pid
 	}
 	if err := p.send(control.Msg{T: control.MsgStarted, Pids: pids}); err != nil {
 		// The launcher went away while we were starting (another host
@@ -336,6 +350,50 @@ func (p *proxy) start() error {
 		return fmt.Errorf("%w: %v", ErrLauncherLost, err)
 	}
 	return nil
+}
+
+// startRanks starts the local ranks, launcher.ForkThreads at a time when a
+// guard leads their group (else the first rank must lead it before the
+// others can join). It stops at the first failure: ranks[i] is nil where
+// rank i did not start, errs[i] why (only the first failure is reported;
+// ranks already forking when it happened still start, and are stopped
+// with the rest).
+func (p *proxy) startRanks() (ranks []*rank, errs []error) {
+	n := len(p.job.Ranks)
+	ranks, errs = make([]*rank, n), make([]error, n)
+	par := launcher.ForkThreads
+	if p.pgid == 0 {
+		par = 1
+	}
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		failed bool
+	)
+	sem := make(chan struct{}, par)
+	for i, rs := range p.job.Ranks {
+		sem <- struct{}{}
+		mu.Lock()
+		stop := failed
+		mu.Unlock()
+		if stop {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			r, err := p.startRank(rs)
+			mu.Lock()
+			ranks[i], errs[i] = r, err
+			failed = failed || err != nil
+			mu.Unlock()
+		}()
+		if par == 1 {
+			wg.Wait() // the first rank's pid becomes the group's id
+		}
+	}
+	wg.Wait()
+	return ranks, errs
 }
 
 func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {

@@ -457,3 +457,36 @@ func TestSlurmStdinAndSignals(t *testing.T) {
 	}
 	j.assertNoLeftovers(10 * time.Second)
 }
+
+// TestSlurmFinishedNodeReleased: a node whose ranks have all ended is let
+// go while another still runs, as Hydra's proxies go when their processes
+// have: its proxy exits and its part of the step ends early (the step's
+// end, which gompiexec waits for, no longer waits on every proxy at the
+// end of the job), and the job still ends well.
+func TestSlurmFinishedNodeReleased(t *testing.T) {
+	c, s := slurmSetup(t)
+	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=1"}, "/bin/sh", "-c", `[ "$PMI_RANK" != 2 ] || exec sleep 5`)
+	last := c.Hosts[2]
+	for deadline := time.Now().Add(4 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var early []string
+		for _, h := range c.Hosts[:2] {
+			if ps, _ := h.ProcsNamed("gompi-proxy"); len(ps) > 0 {
+				early = append(early, h.Name)
+			}
+		}
+		sl, _ := last.ProcsNamed("sleep")
+		px, _ := last.ProcsNamed("gompi-proxy")
+		if len(early) == 0 && len(sl) == 1 && len(px) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("while rank 2 sleeps on %s (sleep %d, proxy %d): proxies still on the finished nodes %v",
+				last.Name, len(sl), len(px), early)
+		}
+	}
+	r := j.wait(60 * time.Second)
+	if r.Code != 0 {
+		t.Fatalf("exit %d\nstderr:\n%s", r.Code, r.Stderr)
+	}
+	j.assertNoLeftovers(10 * time.Second)
+}

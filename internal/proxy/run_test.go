@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/internal/control"
+	"github.com/hashicorp/yamux"
+)
+
+// A launcher may close a proxy's session the moment it has read MsgDone
+// (gompiexec releases each proxy as soon as its hosts are done). The job
+// went well on this host: Run returns nil, not ErrLauncherLost, whose exit
+// status 1 srun reports as a failed task ("srun: error: n1: task 0: Exited
+// with exit code 1") and answers by terminating the step. Before the fix a
+// session closed while the proxy's write of MsgDone was still completing
+// made Run fail about one time in two.
+func TestRunDoneThenClosedIsSuccess(t *testing.T) {
+	for i := 0; i < 30; i++ {
+		a, b := net.Pipe()
+		errc := make(chan error, 1)
+		go func() { errc <- Run(context.Background(), a, Config{}) }()
+		ycfg := yamux.DefaultConfig()
+		ycfg.LogOutput = io.Discard
+		ycfg.EnableKeepAlive = false
+		sess, err := yamux.Client(b, ycfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := sess.Open()
+		if err == nil {
+			_, err = st.Write([]byte{control.StreamControl})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn := control.NewConn(st)
+		job := &control.Job{Version: control.Version, JobID: fmt.Sprintf("done%d", i), Host: "h", Size: 1,
+			Apps: []control.App{{Argv: []string{"/bin/true"}, Wdir: "/"}}, Ranks: []control.RankSpec{{Rank: 0}}, KVSName: "kvs"}
+		if err := conn.Send(control.Msg{T: control.MsgJob, Job: job}); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			f, err := conn.Recv()
+			if err != nil {
+				t.Fatalf("run %d: before MsgDone: %v", i, err)
+			}
+			if f.Type == control.FrameMsg && f.Msg.T == control.MsgDone {
+				break
+			}
+		}
+		sess.Close()
+		select {
+		case err := <-errc:
+			if err != nil {
+				t.Fatalf("run %d: Run after MsgDone and close: %v", i, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("run %d: Run did not return after the launcher closed", i)
+		}
+	}
+}
