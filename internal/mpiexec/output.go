@@ -47,8 +47,9 @@ type streamKey struct {
 
 // pending is a rank's output not yet written to a stream.
 type pending struct {
-	buf []byte
-	age int // ticks its unfinished tail has waited
+	buf  []byte
+	age  int  // ticks its unfinished tail has waited
+	done bool // the rank exited: its tail is written whole when its turn comes
 }
 
 // maxPartial is how much of an unterminated line is held back (-l) before
@@ -125,14 +126,14 @@ func (o *output) push(rank int, fd byte, force bool) {
 	}
 	cont := o.open[fd] == rank
 	n := bytes.LastIndexByte(p.buf, '\n') + 1
-	if force || !o.prepend || p.age > 1 || len(p.buf)-n >= maxPartial {
+	if force || p.done || !o.prepend || p.age > 1 || len(p.buf)-n >= maxPartial {
 		n = len(p.buf)
 	}
 	if n == 0 {
 		return
 	}
 	o.emit(rank, fd, p.buf[:n], cont)
-	if p.buf[n-1] == '\n' {
+	if p.buf[n-1] == '\n' || p.done {
 		o.open[fd], o.openAge[fd] = -1, 0
 	} else {
 		o.open[fd] = rank
@@ -254,20 +255,32 @@ func (o *output) writeOut(fd byte, b []byte) {
 }
 
 // flush writes what is left of a rank's output (at its exit): it cannot
-// finish its line any more, so waiting for it is pointless.
+// finish its line any more, so waiting for it is pointless. While another
+// rank's line holds the stream, the rest waits for it (a rank's exit is no
+// reason to split another's line; the tick still breaks a stalled one).
 func (o *output) flush(rank int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.flushLocked(rank, false)
+}
+
+// flushLocked is flush; final (the job's end) writes even past another
+// rank's unfinished line.
+func (o *output) flushLocked(rank int, final bool) {
 	for fd := byte(1); fd <= 2; fd++ {
 		k := streamKey{rank, fd}
 		p := o.pend[k]
+		if p != nil && len(p.buf) > 0 && o.prepend && p.buf[len(p.buf)-1] != '\n' {
+			p.buf = append(p.buf, '\n')
+		}
 		if o.open[fd] >= 0 && o.open[fd] != rank && p != nil && len(p.buf) > 0 {
+			if !final {
+				p.done = true
+				continue
+			}
 			o.breakOpen(fd)
 		}
 		if p != nil && len(p.buf) > 0 {
-			if o.prepend && p.buf[len(p.buf)-1] != '\n' {
-				p.buf = append(p.buf, '\n')
-			}
 			o.push(rank, fd, true)
 		} else if o.open[fd] == rank && o.prepend {
 			o.writeOut(fd, []byte{'\n'})
@@ -283,21 +296,21 @@ func (o *output) flush(rank int) {
 // flushAll writes everything left and stops the tick.
 func (o *output) flushAll() {
 	o.mu.Lock()
+	// The ranks holding a stream first, so their lines end whole.
 	var ranks []int
-	for k := range o.pend {
-		ranks = append(ranks, k.rank)
-	}
 	for fd := range o.open {
 		if o.open[fd] >= 0 {
 			ranks = append(ranks, o.open[fd])
 		}
 	}
-	o.mu.Unlock()
-	slices.Sort(ranks)
-	for _, r := range slices.Compact(ranks) {
-		o.flush(r)
+	var rest []int
+	for k := range o.pend {
+		rest = append(rest, k.rank)
 	}
-	o.mu.Lock()
+	slices.Sort(rest)
+	for _, r := range append(ranks, rest...) {
+		o.flushLocked(r, true)
+	}
 	o.closed = true
 	if o.timer != nil {
 		o.timer.Stop()

@@ -124,3 +124,27 @@ func (s *syncBuf) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// A rank that exits while another rank's line is unfinished waits for that
+// line to end: its exit is no reason to split the other's line.
+func TestOutputExitDoesNotSplitAnotherLine(t *testing.T) {
+	for _, prepend := range []bool{false, true} {
+		var out bytes.Buffer
+		o := newOutput(&out, &out, prepend)
+		o.write(0, 1, bytes.Repeat([]byte("a"), maxPartial)) // forwarded at once, holds the stream
+		o.write(1, 1, []byte("bbb\nbb"))
+		o.flush(1)
+		o.write(0, 1, []byte("aa\n"))
+		o.flush(0)
+		o.flushAll()
+		a := strings.Repeat("a", maxPartial+2)
+		want := a + "\nbbb\nbb"
+		if prepend {
+			want = "[0] " + a + "\n[1] bbb\n[1] bb\n"
+		}
+		if out.String() != want {
+			got := out.String()
+			t.Errorf("prepend %v: got %q...%q", prepend, got[:min(len(got), 20)], got[max(0, len(got)-20):])
+		}
+	}
+}
