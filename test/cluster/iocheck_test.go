@@ -34,9 +34,12 @@ func TestIOCheckOnSharedFS(t *testing.T) {
 		{"coll", []string{"-mode", "coll"}},
 		{"atomic", []string{"-mode", "atomic"}},
 		// Collective calls without collective buffering: every rank writes
-		// its own (non-overlapping) pieces independently, with data
-		// sieving. MPI still promises the bytes after Sync; ROMIO keeps it
-		// by locking each sieve region.
+		// its own (non-overlapping) pieces independently. MPI still
+		// promises the bytes after Sync. Data sieving is asked for, but a
+		// sieve's read-modify-write is only safe under locks every host
+		// honours, and sshfs's are node-local: the package writes the
+		// pieces themselves on FUSE (with sieving, hosts undid each
+		// other's bytes here).
 		{"independent-sieving", []string{"-mode", "coll", "-H", "romio_cb_write=disable", "-H", "romio_ds_write=enable"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
