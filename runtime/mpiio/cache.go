@@ -82,15 +82,16 @@ func openCache(f *File) (*cache, error) {
 	}
 	abs, _ := filepath.Abs(f.path)
 	c.abs = abs
-	if c.data, err = os.OpenFile(c.dataPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
-		return fail(err)
-	}
-	// Replayed (a crash from here on replays it again, which writes the
-	// same bytes): start a new journal.
+	// Replayed (a crash before the truncation replays it again, which
+	// writes the same bytes): start a new journal, and only then a new
+	// data file, so no journal ever names bytes the data file lost.
 	if err := c.jnl.Truncate(0); err != nil {
 		return fail(err)
 	}
 	if _, err := c.jnl.Write(iojournal.Header(abs)); err != nil {
+		return fail(err)
+	}
+	if c.data, err = os.OpenFile(c.dataPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
 		return fail(err)
 	}
 	go c.flusher()
