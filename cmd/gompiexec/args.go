@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -29,6 +30,7 @@ type options struct {
 	ckptNum, ckptKeep     int
 	ckptCache             string
 	ckptPartner           bool
+	ioCache               []string // -io-cache, absolute
 	maxRestarts           int
 	proxyPath             string
 	fanout                int
@@ -172,6 +174,15 @@ func init() {
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.printAll = true; return nil }}, "print-all-exitcodes")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiPort = true; return nil }}, "pmi-port")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiTrace = true; return nil }}, "pmi-trace")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+		// Every host replays it in its own file system: a relative name
+		// would mean a different directory on each.
+		if !filepath.IsAbs(v[0]) {
+			return usagef("-io-cache %q: need an absolute directory", v[0])
+		}
+		o.ioCache = append(o.ioCache, filepath.Clean(v[0]))
+		return nil
+	}}, "io-cache")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.ckptPrefix = v[0]; return nil }}, "ckpoint-prefix")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
 		o.ckptInterval, err = durArg("ckpoint-interval", v[0])

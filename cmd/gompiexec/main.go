@@ -77,6 +77,10 @@ Global options:
   -print-all-exitcodes      print every rank's exit status
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
+  -io-cache DIR             before starting the job, replay on every host the unflushed
+                            extents left in DIR, a node-local MPI-IO cache directory
+                            (runtime/mpiio's gompi_cache_dir hint) by ranks that died
+                            (absolute; may be repeated; docs/io.md)
   -ckpoint-prefix DIR       checkpoint directory (shared by all hosts) for ranks using
                             package ckpt; SIGUSR1 then requests a checkpoint instead of
                             reaching the ranks as a signal (docs/ckpt.md)
@@ -209,6 +213,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		PrintAllExitCodes: o.printAll,
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
+		IOCacheDirs:       o.ioCache,
 		Stdin:             os.Stdin,
 		Stdout:            os.Stdout,
 		Stderr:            os.Stderr,

@@ -119,6 +119,10 @@ type Job struct {
 	PMIPort        bool   `json:"pmi_port,omitempty"` // PMI_PORT+PMI_ID instead of PMI_FD
 	PMITrace       bool   `json:"pmi_trace,omitempty"`
 
+	// IOCacheDirs are node-local MPI-IO cache directories whose journals
+	// the proxy replays before it starts its ranks (docs/io.md).
+	IOCacheDirs []string `json:"io_cache_dirs,omitempty"`
+
 	// Tree launch: this proxy's index in the launcher's host list, the
 	// subtrees it starts itself, how it starts them, and the proxy command
 	// to run there.

@@ -64,6 +64,9 @@ type Config struct {
 	PMIPort bool
 	// PMITrace makes proxies print every PMI exchange to their stderr.
 	PMITrace bool
+	// IOCacheDirs are node-local MPI-IO cache directories every proxy
+	// replays (iojournal.ReplayDir) before it starts its ranks.
+	IOCacheDirs []string
 	// ProxyPath is the gompi-proxy command on every host.
 	ProxyPath string
 	// Backend picks the launcher backend for a host. Default: fork for all.
@@ -299,7 +302,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: t.sub.Ranks,
 				Env: rankEnv, EnvNone: cfg.EnvNone,
 				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
-				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace,
+				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace, IOCacheDirs: cfg.IOCacheDirs,
 				Index: t.sub.Index, Children: t.sub.Children, ProxyPath: cfg.ProxyPath,
 			}
 			if len(t.sub.Children) > 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/internal/shm"
+	"github.com/gompi/gompi/iojournal"
 	"github.com/gompi/gompi/pmi"
 	"github.com/hashicorp/yamux"
 )
@@ -304,6 +305,13 @@ func (p *proxy) start() error {
 	for _, rs := range p.job.Ranks {
 		if rs.AppNum < 0 || rs.AppNum >= len(p.job.Apps) {
 			return fmt.Errorf("proxy: rank %d: bad app %d", rs.Rank, rs.AppNum)
+		}
+	}
+	// Data a crashed job's write acknowledged reaches the shared file
+	// before any rank can read it.
+	for _, dir := range p.job.IOCacheDirs {
+		if _, err := iojournal.ReplayDir(dir); err != nil {
+			return fmt.Errorf("proxy: host %s: replaying the MPI-IO cache %s: %w", p.job.Host, dir, err)
 		}
 	}
 	p.topo = topoEnv(p.ctx, p.job.Env)

@@ -89,6 +89,12 @@ func TestShortReadAndClosed(t *testing.T) {
 		if sz, _ := f.Size(); sz != 50 {
 			return fmt.Errorf("size after SetSize %d", sz)
 		}
+		// Rank 0 extends the file in Preallocate before agreeing with the
+		// others: without this barrier it may do so while another rank is
+		// still checking the size SetSize left.
+		if err := c.Barrier(); err != nil {
+			return err
+		}
 		if err := f.Preallocate(4096); err != nil {
 			return err
 		}

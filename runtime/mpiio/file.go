@@ -295,6 +295,13 @@ func (f *File) setup() error {
 	if f.hints.stripe == 0 {
 		f.hints.stripe = blockSize(f.fd)
 	}
+	if nodeLocalLocks(f.fd) {
+		// A sieving read-modify-write is only safe under a lock every
+		// host honours: without one, two hosts' windows undo each other's
+		// bytes. Write the pieces themselves instead (FUSE writes through
+		// byte-exact, so disjoint pieces never collide).
+		f.hints.dsWrite = disable
+	}
 	aggs, err := chooseAggregators(f.comm, f.hints.cbNodes)
 	if err != nil {
 		return err
@@ -323,6 +330,18 @@ func blockSize(fd *os.File) int64 {
 		bs = st.Bsize
 	}
 	return bs
+}
+
+// fuseMagic is FUSE_SUPER_MAGIC, statfs's type of every FUSE mount.
+const fuseMagic = 0x65735546
+
+// nodeLocalLocks reports whether byte-range locks on fd may bind only the
+// processes of this host: on FUSE (sshfs among others) the kernel keeps
+// the locks itself unless the daemon implements them, and none of the
+// common ones do across clients.
+func nodeLocalLocks(fd *os.File) bool {
+	var st unix.Statfs_t
+	return unix.Fstatfs(int(fd.Fd()), &st) == nil && int64(st.Type) == fuseMagic
 }
 
 // dropCache asks the kernel to forget this file's cached pages, so the

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	mpi "github.com/gompi/gompi/runtime"
+	"golang.org/x/sys/unix"
 )
 
 // Two-phase collective I/O (see docs/io.md). Every rank learns every
@@ -296,6 +297,14 @@ func pack(dst []byte, src []byte, ps []piece, toBuf bool) {
 	}
 }
 
+// grow returns (*b)[:n], reallocating *b if it is too small.
+func grow(b *[]byte, n int64) []byte {
+	if int64(cap(*b)) < n {
+		*b = make([]byte, n)
+	}
+	return (*b)[:n]
+}
+
 func total(ps []piece) int64 {
 	var s int64
 	for _, p := range ps {
@@ -321,6 +330,10 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	var ioMu sync.Mutex
 	var ioErr error
 	var prevSends []*mpi.Request
+	// Packing and staging buffers, reused round after round (fresh 16 MiB
+	// allocations each round cost page faults and zeroing).
+	packBufs := make([][2][]byte, len(f.aggs))
+	stageBufs := make([][]byte, len(p.pos))
 	wrote := false
 	for r := 0; r < p.rounds; r++ {
 		// Send my pieces of every other aggregator's window.
@@ -339,7 +352,9 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 					sends = append(sends, mpi.Isend(f.comm, buf[x.buf:x.buf+x.len], a, tagWrite))
 				}
 			} else {
-				pk := make([]byte, total(ps))
+				// Round r-1's send from the other buffer may be in flight;
+				// round r-2's, from this one, has completed.
+				pk := grow(&packBufs[ai][r%2], total(ps))
 				pack(pk, buf, ps, false)
 				sends = append(sends, mpi.Isend(f.comm, pk, a, tagWrite))
 			}
@@ -382,7 +397,7 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 							recvs = append(recvs, mpi.Irecv(f.comm, w[x.off-ar.lo:x.off-ar.lo+x.len], s, tagWrite))
 						}
 					} else {
-						st := make([]byte, total(ps))
+						st := grow(&stageBufs[s], total(ps)) // unpacked this round
 						recvs = append(recvs, mpi.Irecv(f.comm, st, s, tagWrite))
 						unpacks = append(unpacks, unpack{st, ps})
 					}
@@ -410,6 +425,12 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 							err = f.cache.put(x.off, w[x.off-lo:x.off-lo+x.len])
 						} else {
 							_, err = pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
+							if err == nil && f.hints.syncWrite {
+								// Start the write-back now, so the disk works
+								// during the next rounds' exchange instead of
+								// all in the final fsync.
+								_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
+							}
 						}
 						if err != nil {
 							ioMu.Lock()

@@ -1,4 +1,4 @@
-package journal
+package iojournal
 
 import (
 	"bytes"
@@ -79,4 +79,39 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("round trip: %v %v %v", t2, p2, err)
 		}
 	})
+}
+
+// A journal whose writer holds its lock is a running job's: ReplayDir
+// leaves it alone (replaying it would race the job's flusher), Replay
+// says so, and once the lock is gone it is replayed.
+func TestReplaySkipsLiveJournal(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shared")
+	data := []byte("live")
+	jp := filepath.Join(dir, "k"+JournalSuffix)
+	os.WriteFile(jp, build(target, ExtentRecord(Extent{Seq: 1, Len: 4, CRC: Checksum(data)})), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
+	live, err := os.OpenFile(jp, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Lock(live); err != nil {
+		t.Fatal(err)
+	}
+	if ts, err := ReplayDir(dir); err != nil || len(ts) != 0 {
+		t.Fatalf("live journal replayed: %v %v", ts, err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("target written under a live journal: %v", err)
+	}
+	if _, _, err := Replay(jp); !errors.Is(err, ErrInUse) {
+		t.Fatalf("Replay of a live journal: %v", err)
+	}
+	live.Close()
+	if ts, err := ReplayDir(dir); err != nil || len(ts) != 1 {
+		t.Fatalf("after the writer's end: %v %v", ts, err)
+	}
+	if b, _ := os.ReadFile(target); !bytes.Equal(b, data) {
+		t.Fatalf("replayed %q", b)
+	}
 }

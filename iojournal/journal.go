@@ -1,4 +1,4 @@
-// Package journal is the on-disk journal of mpiio's node-local write-back
+// Package iojournal is the on-disk journal of mpiio's node-local write-back
 // cache, and its crash recovery. It imports nothing of gompi's, so the
 // launcher can replay a cache directory before starting a job
 // (ReplayDir) without linking the rank runtime.
@@ -14,7 +14,7 @@
 // flushed record, syncs the shared file, and removes the pair. A torn
 // record at the tail (a crash while appending) was never acknowledged and
 // is ignored. See docs/io.md for the byte layout.
-package journal
+package iojournal
 
 import (
 	"encoding/binary"
@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Suffixes of the two files of a journal.
@@ -132,17 +133,75 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 	return target, keep, nil
 }
 
+// ErrInUse: the journal belongs to a live cache (its writer holds the
+// journal's lock), so it must not be replayed.
+var ErrInUse = errors.New("journal: in use by a live process")
+
+// Lock takes the lock a journal's writer holds for as long as the journal
+// is live (flock, exclusive, not waiting): Replay skips a journal whose
+// lock it cannot take, so a launcher replaying a cache directory never
+// races the flusher of a job still running on the host.
+func Lock(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		case errors.Is(err, syscall.EWOULDBLOCK):
+			return fmt.Errorf("%w: %s", ErrInUse, f.Name())
+		default:
+			return fmt.Errorf("lock %s: %w", f.Name(), err)
+		}
+	}
+}
+
 // Replay writes a journal's unflushed extents (journal file jnlPath and
 // its data file beside it) to the shared file it names, syncs that, and
 // removes the journal pair. It returns the shared file's name and the
-// number of extents written. A missing journal is not an error (0 extents).
+// number of extents written. A missing journal is not an error (0
+// extents); one a live process holds is ErrInUse.
 func Replay(jnlPath string) (target string, n int, err error) {
-	jnl, err := os.ReadFile(jnlPath)
+	f, err := os.OpenFile(jnlPath, os.O_RDWR, 0)
 	if errors.Is(err, os.ErrNotExist) {
 		return "", 0, nil
 	}
 	if err != nil {
 		return "", 0, err
+	}
+	defer f.Close() // releases the lock, after the removals
+	if err := Lock(f); err != nil {
+		return "", 0, err
+	}
+	target, n, err = ReplayFile(f)
+	if err != nil {
+		return target, n, err
+	}
+	// The journal goes first: a crash between the two removals leaves a
+	// data file without journal, which is garbage, never a replay.
+	if err := os.Remove(jnlPath); err != nil {
+		return target, n, err
+	}
+	dataPath := strings.TrimSuffix(jnlPath, JournalSuffix) + DataSuffix
+	if err := os.Remove(dataPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return target, n, err
+	}
+	return target, n, nil
+}
+
+// ReplayFile replays the journal open (and locked, see Lock) as f, its
+// data file beside it, and removes nothing: for a cache that reuses its
+// journal's name. An empty journal (a writer killed before its header
+// was written) acknowledged nothing.
+func ReplayFile(f *os.File) (target string, n int, err error) {
+	jnlPath := f.Name()
+	jnl, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		return "", 0, fmt.Errorf("%s: %w", jnlPath, err)
+	}
+	if len(jnl) == 0 {
+		return "", 0, nil
 	}
 	dataPath := strings.TrimSuffix(jnlPath, JournalSuffix) + DataSuffix
 	target, pending, err := Parse(jnl)
@@ -153,14 +212,6 @@ func Replay(jnlPath string) (target string, n int, err error) {
 		if err := apply(target, dataPath, pending); err != nil {
 			return target, 0, fmt.Errorf("replaying %s into %s: %w", jnlPath, target, err)
 		}
-	}
-	// The journal goes first: a crash between the two removals leaves a
-	// data file without journal, which is garbage, never a replay.
-	if err := os.Remove(jnlPath); err != nil {
-		return target, len(pending), err
-	}
-	if err := os.Remove(dataPath); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return target, len(pending), err
 	}
 	return target, len(pending), nil
 }
@@ -206,7 +257,9 @@ func apply(target, dataPath string, pending []Extent) error {
 }
 
 // ReplayDir replays every journal in a cache directory (for a launcher,
-// before it starts a job). It returns the shared files touched.
+// before it starts a job), leaving out those a live process holds. It
+// returns the shared files touched. A missing directory has nothing to
+// replay.
 func ReplayDir(dir string) ([]string, error) {
 	ents, err := filepath.Glob(filepath.Join(dir, "*"+JournalSuffix))
 	if err != nil {
@@ -216,6 +269,9 @@ func ReplayDir(dir string) ([]string, error) {
 	var errs []error
 	for _, j := range ents {
 		t, n, err := Replay(j)
+		if errors.Is(err, ErrInUse) {
+			continue // a running job's: its own Sync/Close flushes it
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
