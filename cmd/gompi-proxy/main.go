@@ -19,6 +19,7 @@ import (
 	"github.com/gompi/gompi/internal/manpage"
 	"github.com/gompi/gompi/internal/persist"
 	"github.com/gompi/gompi/internal/proxy"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
 )
 
 // stdio is the session's byte stream: the proxy's stdin and stdout.
@@ -86,7 +87,8 @@ func main() {
 		os.Exit(1)
 	}
 	guard, _ := os.Executable() // the guard of the ranks' process group is this program
-	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard})
+	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard,
+		ReplayIOCache: func(dir string) error { _, err := journal.ReplayDir(dir); return err }})
 	if errors.Is(err, context.Canceled) {
 		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.
 		err = errors.New("gompi-proxy: terminated by a signal; this host's ranks were killed")

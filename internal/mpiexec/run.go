@@ -65,7 +65,7 @@ type Config struct {
 	// PMITrace makes proxies print every PMI exchange to their stderr.
 	PMITrace bool
 	// IOCacheDirs are node-local MPI-IO cache directories every proxy
-	// replays (iojournal.ReplayDir) before it starts its ranks.
+	// replays (journal.ReplayDir) before it starts its ranks.
 	IOCacheDirs []string
 	// ProxyPath is the gompi-proxy command on every host.
 	ProxyPath string

@@ -22,7 +22,6 @@ import (
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/internal/shm"
-	"github.com/gompi/gompi/iojournal"
 	"github.com/gompi/gompi/pmi"
 	"github.com/hashicorp/yamux"
 )
@@ -49,6 +48,12 @@ type Config struct {
 	// dies (procs.go). Empty: no guard; the first rank leads the group,
 	// and what ranks start may outlive a proxy that is SIGKILLed.
 	Guard string
+	// ReplayIOCache brings the unflushed extents of a node-local MPI-IO
+	// cache directory to their files (the job's IOCacheDirs, before any
+	// rank starts). The command supplies runtime/mpiio/journal.ReplayDir:
+	// the proxy's packages do not link the rank runtime's. Nil: a job
+	// that names cache directories is refused.
+	ReplayIOCache func(dir string) error
 }
 
 type rank struct {
@@ -310,7 +315,10 @@ func (p *proxy) start() error {
 	// Data a crashed job's write acknowledged reaches the shared file
 	// before any rank can read it.
 	for _, dir := range p.job.IOCacheDirs {
-		if _, err := iojournal.ReplayDir(dir); err != nil {
+		if p.cfg.ReplayIOCache == nil {
+			return fmt.Errorf("proxy: host %s: this gompi-proxy cannot replay MPI-IO caches (-io-cache %s)", p.job.Host, dir)
+		}
+		if err := p.cfg.ReplayIOCache(dir); err != nil {
 			return fmt.Errorf("proxy: host %s: replaying the MPI-IO cache %s: %w", p.job.Host, dir, err)
 		}
 	}

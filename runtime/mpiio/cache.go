@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gompi/gompi/iojournal"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
 )
 
 // cache is one rank's node-local write-back cache of a file: writes are
@@ -31,7 +31,7 @@ type cache struct {
 	cond    *sync.Cond
 	seq     uint64
 	dataEnd int64
-	queue   []iojournal.Extent // acknowledged, not yet flushed, in order
+	queue   []journal.Extent // acknowledged, not yet flushed, in order
 	maxEnd  int64              // largest file end of a queued extent
 	err     error              // the flusher's first failure (sticky)
 	stop    bool
@@ -57,12 +57,12 @@ func openCache(f *File) (*cache, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cache{target: f.fd, jnlPath: filepath.Join(dir, key+iojournal.JournalSuffix),
-		dataPath: filepath.Join(dir, key+iojournal.DataSuffix), flushChunk: f.hints.cacheFlush,
+	c := &cache{target: f.fd, jnlPath: filepath.Join(dir, key+journal.JournalSuffix),
+		dataPath: filepath.Join(dir, key+journal.DataSuffix), flushChunk: f.hints.cacheFlush,
 		delay: f.hints.flushDelay, stopped: make(chan struct{})}
 	c.cond = sync.NewCond(&c.mu)
 	// The journal is locked for as long as this cache lives, so that
-	// nobody replays it under the flusher (iojournal.ReplayDir skips it).
+	// nobody replays it under the flusher (journal.ReplayDir skips it).
 	if c.jnl, err = os.OpenFile(c.jnlPath, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
 		return nil, err
 	}
@@ -73,11 +73,11 @@ func openCache(f *File) (*cache, error) {
 		}
 		return nil, err
 	}
-	if err := iojournal.Lock(c.jnl); err != nil {
+	if err := journal.Lock(c.jnl); err != nil {
 		return fail(fmt.Errorf("cache: %w", err))
 	}
 	// A journal left by a crashed run: write what it acknowledged.
-	if _, _, err := iojournal.ReplayFile(c.jnl); err != nil {
+	if _, _, err := journal.ReplayFile(c.jnl); err != nil {
 		return fail(fmt.Errorf("cache recovery: %w", err))
 	}
 	abs, _ := filepath.Abs(f.path)
@@ -88,7 +88,7 @@ func openCache(f *File) (*cache, error) {
 	if err := c.jnl.Truncate(0); err != nil {
 		return fail(err)
 	}
-	if _, err := c.jnl.Write(iojournal.Header(abs)); err != nil {
+	if _, err := c.jnl.Write(journal.Header(abs)); err != nil {
 		return fail(err)
 	}
 	if c.data, err = os.OpenFile(c.dataPath, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600); err != nil {
@@ -100,7 +100,7 @@ func openCache(f *File) (*cache, error) {
 
 // put caches b for file offset off. When it returns, the bytes and their
 // journal record are in the cache directory: a crash after this loses
-// nothing (the next Open or iojournal.Replay writes them).
+// nothing (the next Open or journal.Replay writes them).
 func (c *cache) put(off int64, b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -111,8 +111,8 @@ func (c *cache) put(off int64, b []byte) error {
 		return fmt.Errorf("cache data %s: %w", c.dataPath, err)
 	}
 	c.seq++
-	e := iojournal.Extent{Seq: c.seq, FileOff: off, Len: int64(len(b)), DataOff: c.dataEnd, CRC: iojournal.Checksum(b)}
-	if _, err := c.jnl.Write(iojournal.ExtentRecord(e)); err != nil {
+	e := journal.Extent{Seq: c.seq, FileOff: off, Len: int64(len(b)), DataOff: c.dataEnd, CRC: journal.Checksum(b)}
+	if _, err := c.jnl.Write(journal.ExtentRecord(e)); err != nil {
 		return fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
 	}
 	c.dataEnd += int64(len(b))
@@ -146,7 +146,7 @@ func (c *cache) flusher() {
 			c.queue = nil
 		} else {
 			c.queue = c.queue[1:]
-			_, err = c.jnl.Write(iojournal.FlushedRecord(e.Seq))
+			_, err = c.jnl.Write(journal.FlushedRecord(e.Seq))
 			if err != nil {
 				c.err = fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
 			}
@@ -156,7 +156,7 @@ func (c *cache) flusher() {
 	}
 }
 
-func (c *cache) flushOne(e iojournal.Extent, buf *[]byte) error {
+func (c *cache) flushOne(e journal.Extent, buf *[]byte) error {
 	for done := int64(0); done < e.Len; {
 		n := min(c.flushChunk, e.Len-done)
 		if int64(cap(*buf)) < n {
@@ -195,7 +195,7 @@ func (c *cache) drain() error {
 	if err := c.jnl.Truncate(0); err != nil {
 		return err
 	}
-	if _, err := c.jnl.WriteAt(iojournal.Header(c.abs), 0); err != nil {
+	if _, err := c.jnl.WriteAt(journal.Header(c.abs), 0); err != nil {
 		return err
 	}
 	if _, err := c.jnl.Seek(0, 2); err != nil {

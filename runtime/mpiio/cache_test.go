@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gompi/gompi/iojournal"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
 )
@@ -59,7 +59,7 @@ func TestCrashChild(t *testing.T) {
 
 // kill -9 at many points between acknowledgement and flush: every
 // acknowledged record must be in the file after recovery (by Open, or by
-// iojournal.ReplayDir as a launcher would).
+// journal.ReplayDir as a launcher would).
 func TestCacheCrash(t *testing.T) {
 	points := []int{1, 2, 5, 9, 17, 33, 63}
 	if testing.Short() {
@@ -95,7 +95,7 @@ func TestCacheCrash(t *testing.T) {
 				t.Fatalf("child acknowledged only %d records", acked+1)
 			}
 			if pi%2 == 0 {
-				if _, err := iojournal.ReplayDir(cdir); err != nil {
+				if _, err := journal.ReplayDir(cdir); err != nil {
 					t.Fatal(err)
 				}
 			} else {
@@ -116,7 +116,7 @@ func TestCacheCrash(t *testing.T) {
 					t.Fatalf("acknowledged record %d of %d lost after the crash (file has %d bytes)", i, acked+1, len(b))
 				}
 			}
-			if left, _ := filepath.Glob(filepath.Join(cdir, "*"+iojournal.JournalSuffix)); len(left) != 0 {
+			if left, _ := filepath.Glob(filepath.Join(cdir, "*"+journal.JournalSuffix)); len(left) != 0 {
 				t.Fatalf("journals left after recovery: %v", left)
 			}
 		})

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/testkit"
-	"github.com/gompi/gompi/iojournal"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
 )
 
 // TestIOCheckOnSharedFS runs gompi-iocheck on the sshfs share, 2 ranks on
@@ -80,10 +80,10 @@ func TestIOCacheReplayOnHosts(t *testing.T) {
 		target := filepath.Join(stage, "shared-"+strconv.Itoa(i))
 		os.WriteFile(target, []byte("----------"), 0o644)
 		data := []byte("n" + strconv.Itoa(i+1))
-		jnl := append(iojournal.Header(target), iojournal.ExtentRecord(iojournal.Extent{Seq: 1, FileOff: 4, Len: int64(len(data)), CRC: iojournal.Checksum(data)})...)
+		jnl := append(journal.Header(target), journal.ExtentRecord(journal.Extent{Seq: 1, FileOff: 4, Len: int64(len(data)), CRC: journal.Checksum(data)})...)
 		key := filepath.Join(stage, "k"+strconv.Itoa(i))
-		os.WriteFile(key+iojournal.JournalSuffix, jnl, 0o600)
-		os.WriteFile(key+iojournal.DataSuffix, data, 0o600)
+		os.WriteFile(key+journal.JournalSuffix, jnl, 0o600)
+		os.WriteFile(key+journal.DataSuffix, data, 0o600)
 		if _, err := h.Run("sh", "-c", "mkdir -p "+cdir+" && mv "+key+".* "+cdir+"/"); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestIOCacheReplayOnHosts(t *testing.T) {
 			t.Errorf("missing %q (rank %d's shared file after replay) in\n%s", want, i, r.Stdout)
 		}
 	}
-	if strings.Contains(r.Stdout, iojournal.JournalSuffix) {
+	if strings.Contains(r.Stdout, journal.JournalSuffix) {
 		t.Errorf("a journal is left after the replay:\n%s", r.Stdout)
 	}
 }

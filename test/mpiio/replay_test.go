@@ -8,13 +8,13 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/testkit"
-	"github.com/gompi/gompi/iojournal"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
 )
 
 // gompiexec -io-cache DIR: before any rank starts, every host's proxy
 // writes the extents a killed job's node-local cache acknowledged but had
 // not flushed, so the job's first read sees them (here the rank is cat).
-// A journal a live process holds is left to it (iojournal's tests).
+// A journal a live process holds is left to it (journal's tests).
 func TestGompiexecReplaysCache(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(binDir, "gompi-proxy")); err != nil {
 		t.Fatalf("binaries not built: %v", setupErr)
@@ -25,11 +25,11 @@ func TestGompiexecReplaysCache(t *testing.T) {
 	os.WriteFile(target, []byte("0123456789"), 0o644)
 	data := []byte("abcXY")
 	// What a rank killed after two acknowledged writes leaves behind.
-	jnl := append(iojournal.Header(target),
-		iojournal.ExtentRecord(iojournal.Extent{Seq: 1, FileOff: 2, Len: 3, DataOff: 0, CRC: iojournal.Checksum(data[:3])})...)
-	jnl = append(jnl, iojournal.ExtentRecord(iojournal.Extent{Seq: 2, FileOff: 8, Len: 2, DataOff: 3, CRC: iojournal.Checksum(data[3:])})...)
-	os.WriteFile(filepath.Join(cdir, "k-r0"+iojournal.JournalSuffix), jnl, 0o600)
-	os.WriteFile(filepath.Join(cdir, "k-r0"+iojournal.DataSuffix), data, 0o600)
+	jnl := append(journal.Header(target),
+		journal.ExtentRecord(journal.Extent{Seq: 1, FileOff: 2, Len: 3, DataOff: 0, CRC: journal.Checksum(data[:3])})...)
+	jnl = append(jnl, journal.ExtentRecord(journal.Extent{Seq: 2, FileOff: 8, Len: 2, DataOff: 3, CRC: journal.Checksum(data[3:])})...)
+	os.WriteFile(filepath.Join(cdir, "k-r0"+journal.JournalSuffix), jnl, 0o600)
+	os.WriteFile(filepath.Join(cdir, "k-r0"+journal.DataSuffix), data, 0o600)
 
 	gompiexec := filepath.Join(binDir, "gompiexec")
 	j := testkit.NewJob("", "", gompiexec, "-io-cache", cdir, "-n", "1", "cat", target)
@@ -43,14 +43,14 @@ func TestGompiexecReplaysCache(t *testing.T) {
 	if r.Stdout != "01abc567XY" {
 		t.Fatalf("the rank read %q, want the replayed 01abc567XY", r.Stdout)
 	}
-	if _, err := os.Stat(filepath.Join(cdir, "k-r0"+iojournal.JournalSuffix)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(cdir, "k-r0"+journal.JournalSuffix)); !os.IsNotExist(err) {
 		t.Fatalf("journal still there after replay: %v", err)
 	}
 
 	// A corrupt cache stops the job before it starts, naming the host
 	// and the directory; a relative directory is a usage error.
-	os.WriteFile(filepath.Join(cdir, "k-r0"+iojournal.JournalSuffix), jnl, 0o600)
-	os.WriteFile(filepath.Join(cdir, "k-r0"+iojournal.DataSuffix), []byte("zzzzz"), 0o600)
+	os.WriteFile(filepath.Join(cdir, "k-r0"+journal.JournalSuffix), jnl, 0o600)
+	os.WriteFile(filepath.Join(cdir, "k-r0"+journal.DataSuffix), []byte("zzzzz"), 0o600)
 	for _, tc := range []struct {
 		args []string
 		want string

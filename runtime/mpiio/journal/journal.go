@@ -1,6 +1,6 @@
-// Package iojournal is the on-disk journal of mpiio's node-local write-back
-// cache, and its crash recovery. It imports nothing of gompi's, so the
-// launcher can replay a cache directory before starting a job
+// Package journal is the on-disk journal of mpiio's node-local write-back
+// cache, and its crash recovery. It imports nothing of gompi's, so
+// gompi-proxy can replay a cache directory before starting a job
 // (ReplayDir) without linking the rank runtime.
 //
 // A cache holds, per open file and rank, two files in the cache directory:
@@ -14,7 +14,7 @@
 // flushed record, syncs the shared file, and removes the pair. A torn
 // record at the tail (a crash while appending) was never acknowledged and
 // is ignored. See docs/io.md for the byte layout.
-package iojournal
+package journal
 
 import (
 	"encoding/binary"

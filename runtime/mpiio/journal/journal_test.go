@@ -1,4 +1,4 @@
-package iojournal
+package journal
 
 import (
 	"bytes"
