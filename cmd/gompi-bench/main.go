@@ -18,6 +18,10 @@
 //	           answered by a 1-byte acknowledgement, GB/s (1e9 bytes/s)
 //	allreduce  time per Allreduce of float64s (sum), µs, max over ranks
 //	barrier    time per Barrier, µs
+//	mr         message rate, osu_mbw_mr: ranks i and i+size/2 in pairs, all
+//	           at once, windows of 64 nonblocking sends each acknowledged,
+//	           millions of messages per second summed over pairs, 1 B to
+//	           64 KiB (mr.go)
 //	overlap    Iallreduce of the largest size hidden behind as much local
 //	           compute: ratio of the overlapped time to the longer of the two
 //	           alone (1.0: perfect), with the three times (overlap.go)
@@ -74,7 +78,7 @@ func main() {
 	maxBytes := flag.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)")
 	iters := flag.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
+		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
 	}
 	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
@@ -107,9 +111,10 @@ func main() {
 		"allreduce": (*bench).allreduce,
 		"barrier":   (*bench).barrier,
 		"overlap":   (*bench).overlap,
+		"mr":        (*bench).mr,
 	}[name]
 	if run == nil {
-		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, allreduce, barrier, overlap)\n", name)
+		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, mr, allreduce, barrier, overlap)\n", name)
 		os.Exit(2)
 	}
 
@@ -118,7 +123,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gompi-bench:", err)
 		os.Exit(1)
 	}
-	if (name == "latency" || name == "pairs" || name == "bw") && c.Size() < 2 {
+	if (name == "latency" || name == "pairs" || name == "bw" || name == "mr") && c.Size() < 2 {
 		fmt.Fprintf(os.Stderr, "gompi-bench: %s needs at least 2 ranks\n", name)
 		c.Finalize()
 		os.Exit(2)
@@ -151,7 +156,7 @@ func (b *bench) emit(name string, n int, v float64) {
 	b.out = append(b.out, result{name, n, v})
 	if !b.table {
 		prec := 3
-		if name == "bw" {
+		if name == "bw" || name == "mr" {
 			prec = 4 // as osu.c: small messages move well under 1 MB/s
 		}
 		fmt.Printf("%s %d %.*f\n", name, n, prec, v)
@@ -346,6 +351,7 @@ func (b *bench) barrier() error {
 func printTable(name string, ranks int, rs []result) {
 	unit := map[string]string{"latency": "one-way latency (µs)", "pairs": "one-way latency, all pairs at once (µs)", "bw": "bandwidth (GB/s)",
 		"allreduce": "allreduce of float64 (µs, max over ranks)", "barrier": "barrier (µs)",
+		"mr":      "message rate, all pairs (millions of messages/s)",
 		"overlap": "Iallreduce overlapped with compute (µs; overlap: ratio)"}[name]
 	fmt.Printf("# gompi-bench %s, %d ranks\n", name, ranks)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
