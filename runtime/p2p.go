@@ -83,6 +83,9 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 	if err := checkTag(tag, true); err != nil {
 		return doneRequest(err)
 	}
+	if r := c.irecvNow(c.ctx, asBytes(buf), sizeOf[T](), src, tag); r != nil {
+		return r // the message was there already (irecvnow.go)
+	}
 	return c.irecv(c.ctx, asBytes(buf), sizeOf[T](), src, tag, false)
 }
 

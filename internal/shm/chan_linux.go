@@ -467,6 +467,26 @@ func (c *Chan) Pending() bool {
 	return c.rx.cache != c.rx.pos
 }
 
+// PendingExclusive is Pending for a caller that serialises its receives
+// itself (as with RecvSplitIdleExclusive): it takes no lock, so that a
+// receiver may look for a message that has already arrived at the cost of
+// one load.
+func (c *Chan) PendingExclusive() bool {
+	if c.closing.Load() || c.rxErr != nil {
+		return false
+	}
+	r := &c.rx
+	if r.cache != r.pos {
+		return true
+	}
+	h := r.head.Load()
+	if h-r.pos > r.size() {
+		return true // corrupt: Recv rereads the head and reports it
+	}
+	r.cache = h
+	return h != r.pos
+}
+
 // RecvBytes receives one message into a new slice.
 func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) {
 	var b []byte
