@@ -97,7 +97,8 @@ type Chan struct {
 
 	recvMu sync.Mutex
 	rx     ring
-	rxErr  error // sticky: corrupt stream
+	rxErr  error     // sticky: corrupt stream
+	rxSpin spinAdapt // the receiver's spin, adapted to how its waits end
 }
 
 func u64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
@@ -525,7 +526,7 @@ func (c *Chan) refreshRxSpin(ctx context.Context, k uint64, spin time.Duration) 
 		// waiting for exactly that space).
 		c.publishRx()
 		var err error
-		h, err = c.awaitSpin(ctx, spin, r.head, r.consWait, r.consSeq, func(h uint64) bool {
+		h, err = c.awaitSpin(ctx, spin, &c.rxSpin, r.head, r.consWait, r.consSeq, func(h uint64) bool {
 			return h-r.pos >= k
 		})
 		if err != nil {
