@@ -318,7 +318,7 @@ type recvReq struct {
 
 // irecv posts a receive on context ctx.
 func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
-	return c.irecvInto(new(recvReq), ctx, buf, elem, src, tag, alloc)
+	return c.irecvInto(newRecvReq(), ctx, buf, elem, src, tag, alloc)
 }
 
 func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
