@@ -45,7 +45,29 @@ func TestSpinAdapt(t *testing.T) {
 			}
 		})
 	}
+	// A sleep as short as a wake-up brings the spin back (two waiters that
+	// both slept would otherwise never spin again); a long one does not.
+	var a spinAdapt
+	for i := 0; i < 6; i++ {
+		a.spin(max)
+		a.ended(max, 0, true)
+	}
+	a.woke(max, 2*wakeUpBound)
+	if got := a.spin(max); got != minAdaptiveSpin {
+		t.Errorf("after a long sleep: spin %v", got)
+	}
+	a.woke(max, wakeUpBound/2)
+	if got := a.spin(max); got != 4*minAdaptiveSpin {
+		t.Errorf("after a short sleep: spin %v, want %v", got, 4*minAdaptiveSpin)
+	}
+	for i := 0; i < 10; i++ {
+		a.woke(max, 0)
+	}
+	if got := a.spin(max); got != max {
+		t.Errorf("after short sleeps: spin %v, want %v", got, max)
+	}
 	var none *spinAdapt
+	none.woke(max, 0)
 	if got := none.spin(max); got != max {
 		t.Errorf("nil adapter: spin %v", got)
 	}

@@ -57,6 +57,21 @@ func (a *spinAdapt) spin(max time.Duration) time.Duration {
 	return a.limit
 }
 
+// woke records a sleep after the spin ran out that ended with the
+// message after d: a sleep about as short as a wake-up means the peer
+// answered at once and only the wake-up made it late (two waiters on a
+// busy host that both sleep would otherwise never spin again), so the spin
+// grows back.
+func (a *spinAdapt) woke(max, d time.Duration) {
+	if a == nil || max <= minAdaptiveSpin || d >= wakeUpBound {
+		return
+	}
+	a.limit = min(max, 4*a.limit)
+}
+
+// wakeUpBound: a sleep shorter than this was a wake-up's cost, not a wait.
+const wakeUpBound = 100 * time.Microsecond
+
 // ended records how a wait of the spin given by spin(max) ended: after
 // elapsed (a negative elapsed: early, before the clock was read), or, if
 // ran out, not within the spin.
@@ -142,10 +157,14 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 	flag.Store(1)
 	defer flag.Store(0)
 	last := time.Now()
+	slept := last
 	for {
 		s := seq.Load()
 		v := w.Load()
 		if ok(v) {
+			if ranOut {
+				ad.woke(maxSpin, time.Since(slept))
+			}
 			return v, nil
 		}
 		if err := c.stopErr(ctx); err != nil {
