@@ -31,13 +31,15 @@ func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Ui
 // spinAdapt tunes a waiter's spin to how its recent waits ended, so that
 // one default serves idle and busy hosts (docs/shm.md, "Adaptive spin"). A
 // wait whose message came early in the spin doubles the spin (up to the
-// configured one); a spin that ran out, or caught its message only late,
-// shrinks it, a quarter or a half, down to minAdaptiveSpin. On dedicated
+// configured one); a spin that ran out, or caught its message only late
+// (in its second half), shrinks it, a quarter or a half, down to
+// minAdaptiveSpin. On dedicated
 // cores waits end early and the spin stays long (a waiting rank keeps its
 // core, as MPICH's polling does); when the peer is often off its core (a
 // busy host, or a peer computing between messages), spinning only burns
 // the core the peer or other work needs, and the waiter soon sleeps after
-// a short spin instead. Owned by the side's one receiver (no locking).
+// a short spin instead; a sleep as short as a wake-up brings the spin back
+// (woke). Owned by the side's one receiver (no locking).
 type spinAdapt struct {
 	limit time.Duration // current spin; 0: not yet set
 }
@@ -109,7 +111,7 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 		if v := w.Load(); ok(v) {
 			if ad != nil {
 				elapsed := time.Duration(-1)
-				if i > clock {
+				if !t0.IsZero() {
 					elapsed = time.Since(t0)
 				}
 				ad.ended(maxSpin, elapsed, false)
