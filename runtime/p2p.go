@@ -83,6 +83,9 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 	if err := checkTag(tag, true); err != nil {
 		return doneRequest(err)
 	}
+	if r := c.irecvNow(c.ctx, asBytes(buf), sizeOf[T](), src, tag); r != nil {
+		return r // the message was there already (irecvnow.go)
+	}
 	return c.irecv(c.ctx, asBytes(buf), sizeOf[T](), src, tag, false)
 }
 
@@ -315,7 +318,7 @@ type recvReq struct {
 
 // irecv posts a receive on context ctx.
 func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
-	return c.irecvInto(new(recvReq), ctx, buf, elem, src, tag, alloc)
+	return c.irecvInto(newRecvReq(), ctx, buf, elem, src, tag, alloc)
 }
 
 func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {

@@ -87,6 +87,8 @@ type shmLink struct {
 	xdone bool
 	xreq  *Request
 	xn    int // direct receives done, for tests (an atomic would cost a hop 3 ns)
+	// reqSlab: completed requests for irecvNow, guarded by tok.
+	reqSlab []Request
 
 	// Receiver state, owned by the holder of tok (dst runs inside Recv).
 	bye   bool  // BYE received

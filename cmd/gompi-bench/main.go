@@ -18,6 +18,13 @@
 //	           answered by a 1-byte acknowledgement, GB/s (1e9 bytes/s)
 //	allreduce  time per Allreduce of float64s (sum), µs, max over ranks
 //	barrier    time per Barrier, µs
+//	mr         message rate, osu_mbw_mr: ranks i and i+size/2 in pairs, all
+//	           at once, windows of 64 nonblocking sends each acknowledged,
+//	           millions of messages per second summed over pairs, 1 B to
+//	           64 KiB (mr.go)
+//	farm       task farm: rank 0 hands 2000 tasks (8 B) to the workers that
+//	           ask first (Recv from AnySource), each computes 10-80 µs;
+//	           time of the whole farm, ms (farm.go; -iters: the task count)
 //	overlap    Iallreduce of the largest size hidden behind as much local
 //	           compute: ratio of the overlapped time to the longer of the two
 //	           alone (1.0: perfect), with the three times (overlap.go)
@@ -35,6 +42,7 @@ import (
 	"fmt"
 	"github.com/gompi/gompi/internal/manpage"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -73,8 +81,9 @@ func main() {
 	table := flag.Bool("table", false, "print a table for humans instead of \"<bench> <bytes> <value>\" lines")
 	maxBytes := flag.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)")
 	iters := flag.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)")
+	cpuProfile := flag.String("cpuprofile", "", "write each rank's CPU profile of the benchmark to `PREFIX`.<rank> (go tool pprof)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
+		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|farm|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
 	}
 	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
@@ -107,9 +116,11 @@ func main() {
 		"allreduce": (*bench).allreduce,
 		"barrier":   (*bench).barrier,
 		"overlap":   (*bench).overlap,
+		"mr":        (*bench).mr,
+		"farm":      (*bench).farm,
 	}[name]
 	if run == nil {
-		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, allreduce, barrier, overlap)\n", name)
+		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, mr, farm, allreduce, barrier, overlap)\n", name)
 		os.Exit(2)
 	}
 
@@ -118,7 +129,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gompi-bench:", err)
 		os.Exit(1)
 	}
-	if (name == "latency" || name == "pairs" || name == "bw") && c.Size() < 2 {
+	if (name == "latency" || name == "pairs" || name == "bw" || name == "mr" || name == "farm") && c.Size() < 2 {
 		fmt.Fprintf(os.Stderr, "gompi-bench: %s needs at least 2 ranks\n", name)
 		c.Finalize()
 		os.Exit(2)
@@ -127,6 +138,15 @@ func main() {
 		a: make([]byte, max(*maxBytes, 1)), b: make([]byte, max(*maxBytes, 1))}
 	for i := range b.a {
 		b.a[i] = 1
+	}
+	if *cpuProfile != "" {
+		stop, err := startProfile(fmt.Sprintf("%s.%d", *cpuProfile, c.Rank()))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "gompi-bench:", err)
+			c.Abort(1)
+			os.Exit(1)
+		}
+		defer stop()
 	}
 	if err := run(b); err != nil {
 		fmt.Fprintf(os.Stderr, "gompi-bench: rank %d: %s: %v\n", c.Rank(), name, err)
@@ -142,6 +162,19 @@ func main() {
 	}
 }
 
+// startProfile starts a CPU profile into path; stop ends it.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
 // emit records a result at rank 0 and prints its machine line unless a
 // table was asked for.
 func (b *bench) emit(name string, n int, v float64) {
@@ -151,7 +184,7 @@ func (b *bench) emit(name string, n int, v float64) {
 	b.out = append(b.out, result{name, n, v})
 	if !b.table {
 		prec := 3
-		if name == "bw" {
+		if name == "bw" || name == "mr" {
 			prec = 4 // as osu.c: small messages move well under 1 MB/s
 		}
 		fmt.Printf("%s %d %.*f\n", name, n, prec, v)
@@ -346,6 +379,8 @@ func (b *bench) barrier() error {
 func printTable(name string, ranks int, rs []result) {
 	unit := map[string]string{"latency": "one-way latency (µs)", "pairs": "one-way latency, all pairs at once (µs)", "bw": "bandwidth (GB/s)",
 		"allreduce": "allreduce of float64 (µs, max over ranks)", "barrier": "barrier (µs)",
+		"mr":      "message rate, all pairs (millions of messages/s)",
+		"farm":    "task farm, whole time (ms)",
 		"overlap": "Iallreduce overlapped with compute (µs; overlap: ratio)"}[name]
 	fmt.Printf("# gompi-bench %s, %d ranks\n", name, ranks)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -48,6 +48,8 @@ func TestUnderGompiexec(t *testing.T) {
 		{"latency", sizes(1, 1024)},
 		{"pairs", sizes(1, 1024)},
 		{"bw", sizes(1, 1024)},
+		{"mr", sizes(1, 1024)},
+		{"farm", []int{8}},
 		{"allreduce", sizes(8, 1024)},
 		{"barrier", []int{0}},
 	} {

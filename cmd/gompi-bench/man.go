@@ -11,14 +11,18 @@ import (
 )
 
 const benchHelp = `gompi-bench is an MPI program: it runs the OSU micro-benchmarks' point-to-point
-and collective loops (osu_latency, osu_bw, osu_allreduce, ...) with gompi's Go rank
-runtime, printing "<bench> <bytes> <value>" lines (microseconds, or MB/s for bw).
+and collective loops (osu_latency, osu_bw, osu_mbw_mr, osu_allreduce, ...) with gompi's
+Go rank runtime, printing "<bench> <bytes> <value>" lines (microseconds; GB/s for bw;
+millions of messages/s for mr; ms for farm).
 
 Usage:
-  gompiexec -n 2 gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|allreduce|barrier
+  gompiexec -n 2 gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|farm|allreduce|barrier|overlap
 
 Benchmarks: latency (ping-pong between ranks 0 and 1), pairs (every even rank with
-the next), bw (windowed bandwidth), allreduce, barrier.
+the next), bw (windowed bandwidth), mr (message rate, osu_mbw_mr: ranks i and
+i+size/2 in pairs, windows of 64), farm (task farm: rank 0 hands 2000 tasks of
+10-80 us to the workers that ask first, from AnySource receives), allreduce, barrier,
+overlap (Iallreduce hidden behind compute).
 `
 
 // writeMan writes gompi-bench.1 into dir (gompi-bench --gen-man DIR); the

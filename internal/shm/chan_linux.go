@@ -97,7 +97,8 @@ type Chan struct {
 
 	recvMu sync.Mutex
 	rx     ring
-	rxErr  error // sticky: corrupt stream
+	rxErr  error     // sticky: corrupt stream
+	rxSpin spinAdapt // the receiver's spin, adapted to how its waits end
 }
 
 func u64(mem []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&mem[off])) }
@@ -467,6 +468,26 @@ func (c *Chan) Pending() bool {
 	return c.rx.cache != c.rx.pos
 }
 
+// PendingExclusive is Pending for a caller that serialises its receives
+// itself (as with RecvSplitIdleExclusive): it takes no lock, so that a
+// receiver may look for a message that has already arrived at the cost of
+// one load.
+func (c *Chan) PendingExclusive() bool {
+	if c.closing.Load() || c.rxErr != nil {
+		return false
+	}
+	r := &c.rx
+	if r.cache != r.pos {
+		return true
+	}
+	h := r.head.Load()
+	if h-r.pos > r.size() {
+		return true // corrupt: Recv rereads the head and reports it
+	}
+	r.cache = h
+	return h != r.pos
+}
+
 // RecvBytes receives one message into a new slice.
 func (c *Chan) RecvBytes(ctx context.Context) ([]byte, error) {
 	var b []byte
@@ -505,7 +526,7 @@ func (c *Chan) refreshRxSpin(ctx context.Context, k uint64, spin time.Duration) 
 		// waiting for exactly that space).
 		c.publishRx()
 		var err error
-		h, err = c.awaitSpin(ctx, spin, r.head, r.consWait, r.consSeq, func(h uint64) bool {
+		h, err = c.awaitSpin(ctx, spin, &c.rxSpin, r.head, r.consWait, r.consSeq, func(h uint64) bool {
 			return h-r.pos >= k
 		})
 		if err != nil {

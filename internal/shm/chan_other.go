@@ -58,3 +58,6 @@ func (c *Chan) PeerWord() uint64 { return 0 }
 
 // Pending returns false.
 func (c *Chan) Pending() bool { return false }
+
+// PendingExclusive reports false: there is no shared memory here.
+func (c *Chan) PendingExclusive() bool { return false }

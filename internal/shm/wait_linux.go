@@ -25,10 +25,80 @@ import (
 // waiter reads seq before its last look at the condition, so a wake-up
 // after that look makes FUTEX_WAIT return at once.
 func (c *Chan) await(ctx context.Context, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
-	return c.awaitSpin(ctx, c.opt.Spin, w, flag, seq, ok)
+	return c.awaitSpin(ctx, c.opt.Spin, nil, w, flag, seq, ok)
 }
 
-func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
+// spinAdapt tunes a waiter's spin to how its recent waits ended, so that
+// one default serves idle and busy hosts (docs/shm.md, "Adaptive spin"). A
+// wait whose message came early in the spin doubles the spin (up to the
+// configured one); a spin that ran out, or caught its message only late
+// (in its second half), shrinks it, a quarter or a half, down to
+// minAdaptiveSpin. On dedicated
+// cores waits end early and the spin stays long (a waiting rank keeps its
+// core, as MPICH's polling does); when the peer is often off its core (a
+// busy host, or a peer computing between messages), spinning only burns
+// the core the peer or other work needs, and the waiter soon sleeps after
+// a short spin instead; a sleep as short as a wake-up brings the spin back
+// (woke). Owned by the side's one receiver (no locking).
+type spinAdapt struct {
+	limit time.Duration // current spin; 0: not yet set
+}
+
+// minAdaptiveSpin is the shortest adaptive spin: a message answered at
+// once (a ping-pong whose peer is running) still arrives within it.
+const minAdaptiveSpin = 10 * time.Microsecond
+
+// spin returns the spin for the next wait, at most max.
+func (a *spinAdapt) spin(max time.Duration) time.Duration {
+	if a == nil || max <= minAdaptiveSpin {
+		return max
+	}
+	if a.limit == 0 || a.limit > max {
+		a.limit = max
+	}
+	return a.limit
+}
+
+// woke records a sleep after the spin ran out that ended with the
+// message after d: a sleep about as short as a wake-up means the peer
+// answered at once and only the wake-up made it late (two waiters on a
+// busy host that both sleep would otherwise never spin again), so the spin
+// grows back.
+func (a *spinAdapt) woke(max, d time.Duration) {
+	if a == nil || max <= minAdaptiveSpin || d >= wakeUpBound {
+		return
+	}
+	a.limit = min(max, 4*a.limit)
+}
+
+// wakeUpBound: a sleep shorter than this was a wake-up's cost, not a wait.
+const wakeUpBound = 100 * time.Microsecond
+
+// ended records how a wait of the spin given by spin(max) ended: after
+// elapsed (a negative elapsed: early, before the clock was read), or, if
+// ran out, not within the spin.
+func (a *spinAdapt) ended(max, elapsed time.Duration, ranOut bool) {
+	if a == nil || max <= minAdaptiveSpin {
+		return
+	}
+	switch {
+	case ranOut:
+		a.limit /= 4
+	case elapsed < a.limit/2:
+		a.limit *= 2
+	default:
+		a.limit /= 2
+	}
+	a.limit = min(max, a.limit)
+	if a.limit < minAdaptiveSpin {
+		a.limit = minAdaptiveSpin
+	}
+}
+
+// awaitSpin is await with its own spin (at most spin; ad, if not nil,
+// adapts it).
+func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAdapt, w *atomic.Uint64, flag, seq *atomic.Uint32, ok func(uint64) bool) (uint64, error) {
+	spin := ad.spin(maxSpin)
 	var t0 time.Time
 	// A short spin (ranks outnumber cores) must end on time, so it reads
 	// the clock often; a long one has µs to spare.
@@ -36,8 +106,16 @@ func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint
 	if spin < 100*time.Microsecond {
 		clock = 255
 	}
+	ranOut := false
 	for i := 1; spin > 0; i++ {
 		if v := w.Load(); ok(v) {
+			if ad != nil {
+				elapsed := time.Duration(-1)
+				if !t0.IsZero() {
+					elapsed = time.Since(t0)
+				}
+				ad.ended(maxSpin, elapsed, false)
+			}
 			return v, nil
 		}
 		if i&255 == 0 {
@@ -52,6 +130,7 @@ func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint
 				if i == clock+1 {
 					t0 = time.Now()
 				} else if time.Since(t0) > spin {
+					ranOut = true
 					break
 				}
 				// Let other goroutines have this P now and then; a
@@ -61,6 +140,9 @@ func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint
 				runtime.Gosched()
 			}
 		}
+	}
+	if ranOut {
+		ad.ended(maxSpin, 0, true)
 	}
 	if ctx.Done() != nil {
 		// The wake-up runs in its own goroutine; if it has started, wait
@@ -77,10 +159,14 @@ func (c *Chan) awaitSpin(ctx context.Context, spin time.Duration, w *atomic.Uint
 	flag.Store(1)
 	defer flag.Store(0)
 	last := time.Now()
+	slept := last
 	for {
 		s := seq.Load()
 		v := w.Load()
 		if ok(v) {
+			if ranOut {
+				ad.woke(maxSpin, time.Since(slept))
+			}
 			return v, nil
 		}
 		if err := c.stopErr(ctx); err != nil {

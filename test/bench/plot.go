@@ -25,7 +25,7 @@ var implStyle = map[string]struct {
 	"mpichg": {color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, []vg.Length{vg.Points(4), vg.Points(3)}},
 }
 
-// plotOSU writes latency, bandwidth and allreduce time against message
+// plotOSU writes latency, bandwidth, message rate and allreduce time against message
 // size, log-log, for every implementation, side by side: an SVG at path and
 // a PNG next to it.
 func plotOSU(res osuResults, impls []impl, path string) error {
@@ -71,6 +71,10 @@ func plotOSU(res osuResults, impls []impl, path string) error {
 	if err != nil {
 		return err
 	}
+	mr, err := panel("mr", "message rate, 2 ranks (osu_mbw_mr, window of 64)", "million messages/s")
+	if err != nil {
+		return err
+	}
 	ar, err := panel("allreduce", "allreduce of float64 sum, 2 ranks", "µs")
 	if err != nil {
 		return err
@@ -78,8 +82,8 @@ func plotOSU(res osuResults, impls []impl, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	ps := []*plot.Plot{lat, bw, ar}
-	w, h := 15*vg.Inch, 4.5*vg.Inch
+	ps := []*plot.Plot{lat, bw, mr, ar}
+	w, h := 20*vg.Inch, 4.5*vg.Inch
 	draw2 := func(c draw.Canvas) {
 		cs := plot.Align([][]*plot.Plot{ps}, draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Points(14), PadY: vg.Points(6)}, c)
 		for i, p := range ps {

@@ -7,6 +7,13 @@
  *             the first rank's start to the last rank's end on the host's
  *             wall clock (the oversubscribed case: 4 ranks on 2 cores)
  *   bw        streaming bandwidth 0 -> 1, windows of 64 nonblocking sends, GB/s
+ *   mr        message rate (osu_mbw_mr): ranks i and i+size/2 in pairs, all at
+ *             once, windows of 64 nonblocking sends each acknowledged (4 bytes),
+ *             millions of messages/s summed over pairs, 1 B to 64 KiB
+ *             (cmd/gompi-bench/mr.go)
+ *   farm      task farm: rank 0 hands 2000 tasks (8 B) to the workers that ask
+ *             first (MPI_ANY_SOURCE), each computes 10-80 us (busy); time of
+ *             the whole farm, ms (cmd/gompi-bench/farm.go; ITERS: task count)
  *   allreduce time per MPI_Allreduce of doubles (sum), us (max over ranks)
  *   barrier   time per MPI_Barrier, us
  *   overlap   MPI_Iallreduce of MAXBYTES hidden behind as much local compute
@@ -135,6 +142,57 @@ int main(int argc, char **argv) {
       }
       if (rank == 0) printf("bw %zu %.4f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
     }
+  } else if (!strcmp(bench, "mr")) {
+    enum { W = 64 };
+    MPI_Request req[W];
+    MPI_Status st[W];
+    int pairs = size / 2;
+    char ack[4] = {0};
+    for (size_t n = 1; n <= max && n <= (64u << 10); n *= 2) {
+      int it = iters(n, 2000, 50), warm = it / 10;
+      double t0 = 0, rate = 0, sum = 0;
+      MPI_Barrier(MPI_COMM_WORLD);
+      for (int i = 0; i < it + warm && rank < 2 * pairs; i++) {
+        if (i == warm) t0 = MPI_Wtime();
+        if (rank < pairs) {
+          for (int w = 0; w < W; w++) MPI_Isend(a, (int)n, MPI_BYTE, rank + pairs, 2, MPI_COMM_WORLD, &req[w]);
+          MPI_Waitall(W, req, st);
+          MPI_Recv(ack, 4, MPI_BYTE, rank + pairs, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+          for (int w = 0; w < W; w++) MPI_Irecv(b, (int)n, MPI_BYTE, rank - pairs, 2, MPI_COMM_WORLD, &req[w]);
+          MPI_Waitall(W, req, st);
+          MPI_Send(ack, 4, MPI_BYTE, rank - pairs, 3, MPI_COMM_WORLD);
+        }
+      }
+      if (rank < pairs) rate = (double)W * it / (MPI_Wtime() - t0) / 1e6;
+      MPI_Reduce(&rate, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+      if (rank == 0) printf("mr %zu %.4f\n", n, sum);
+    }
+  } else if (!strcmp(bench, "farm")) {
+    long long msg = 0, tasks = force ? force : 2000;
+    MPI_Barrier(MPI_COMM_WORLD);
+    long long t0 = wall_ns();
+    if (rank == 0) {
+      MPI_Status st;
+      long long next = 0;
+      for (int stopped = 0; stopped < size - 1;) {
+        MPI_Recv(&msg, 1, MPI_LONG_LONG, MPI_ANY_SOURCE, 1, MPI_COMM_WORLD, &st);
+        msg = -1;
+        if (next < tasks) msg = next++;
+        else stopped++;
+        MPI_Send(&msg, 1, MPI_LONG_LONG, st.MPI_SOURCE, 2, MPI_COMM_WORLD);
+      }
+    } else {
+      for (;;) {
+        MPI_Send(&msg, 1, MPI_LONG_LONG, 0, 1, MPI_COMM_WORLD);
+        MPI_Recv(&msg, 1, MPI_LONG_LONG, 0, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (msg < 0) break;
+        long long end = wall_ns() + (msg % 8 + 1) * 10000;
+        while (wall_ns() < end) {
+        }
+      }
+    }
+    if (rank == 0) printf("farm 8 %.3f\n", (double)(wall_ns() - t0) / 1e6);
   } else if (!strcmp(bench, "allreduce")) {
     for (size_t n = 8; n <= max; n *= 2) {
       int cnt = (int)(n / sizeof(double)), it = iters(n, 2000, 50), warm = it / 10 + 1;
@@ -176,7 +234,7 @@ int main(int argc, char **argv) {
     }
     free(ov_in), free(ov_out), free(ov_work);
   } else {
-    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, allreduce, barrier, overlap)\n", bench);
+    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, mr, farm, allreduce, barrier, overlap)\n", bench);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   free(a);

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	mpi "github.com/gompi/gompi/runtime"
+)
+
+// mrMax is the largest message size of the message-rate sweep: the rate
+// is about small messages, and osu_mbw_mr's larger sizes only repeat bw.
+const mrMax = 64 << 10
+
+// mr is osu_mbw_mr (test/bench/osu/osu.c's "mr" does the same with MPICH):
+// the first half of the ranks send to the second half, rank i to
+// i+size/2, all pairs at once; per iteration each sender posts a window of
+// 64 Isends and waits for them, its receiver posts 64 Irecvs, waits, and
+// answers with a 4-byte acknowledgement. It prints the aggregate rate of
+// all pairs in millions of messages per second (each sender's own rate,
+// summed), for sizes from 1 byte to min(MAXBYTES, 64 KiB).
+func (b *bench) mr() error {
+	const W = 64
+	c, r := b.c, b.c.Rank()
+	pairs := c.Size() / 2
+	ctx := context.Background()
+	reqs := make([]*mpi.Request, W)
+	ack := make([]byte, 4)
+	rate, sum := make([]float64, 1), make([]float64, 1)
+	for n := 1; n <= min(b.max, mrMax); n *= 2 {
+		it := b.count(n, 2000, 50)
+		warm := it / 10
+		var t0 time.Time
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		a, bb := b.a[:n], b.b[:n]
+		for i := 0; i < it+warm && r < 2*pairs; i++ {
+			if i == warm {
+				t0 = time.Now()
+			}
+			if r < pairs {
+				for w := range reqs {
+					reqs[w] = mpi.Isend(c, a, r+pairs, 2)
+				}
+				if _, err := mpi.WaitAll(ctx, reqs...); err != nil {
+					return err
+				}
+				if _, err := mpi.Recv(c, ack, r+pairs, 3); err != nil {
+					return err
+				}
+			} else {
+				for w := range reqs {
+					reqs[w] = mpi.Irecv(c, bb, r-pairs, 2)
+				}
+				if _, err := mpi.WaitAll(ctx, reqs...); err != nil {
+					return err
+				}
+				if err := mpi.Send(c, ack, r-pairs, 3); err != nil {
+					return err
+				}
+			}
+		}
+		rate[0] = 0
+		if r < pairs {
+			rate[0] = float64(W*it) / time.Since(t0).Seconds() / 1e6
+		}
+		if err := mpi.Reduce(c, rate, sum, mpi.Sum, 0); err != nil {
+			return err
+		}
+		b.emit("mr", n, sum[0])
+	}
+	return nil
+}
