@@ -2,9 +2,7 @@ package mpi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -149,47 +147,6 @@ func checkTag(tag int, wild bool) error {
 		return fmt.Errorf("%w: %d", ErrTag, tag)
 	}
 	return nil
-}
-
-type gobCodec struct{}
-
-func (gobCodec) Marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	err := gob.NewEncoder(&b).Encode(v)
-	return b.Bytes(), err
-}
-
-func (gobCodec) Unmarshal(data []byte, v any) error {
-	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
-}
-
-// SendValue sends any value the Codec (default encoding/gob) can encode.
-func (c *Comm) SendValue(v any, dest, tag int) error {
-	if err := checkTag(tag, false); err != nil {
-		return err
-	}
-	data, err := c.p.cfg.Codec.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("mpi: send value: %w", err)
-	}
-	_, err = c.isendWait(c.ctx, data, dest, tag, true).Wait(context.Background())
-	return err
-}
-
-// RecvValue receives a value sent with SendValue into ptr.
-func (c *Comm) RecvValue(ptr any, src, tag int) (Status, error) {
-	if err := checkTag(tag, true); err != nil {
-		return Status{}, err
-	}
-	r := c.irecv(c.ctx, nil, 1, src, tag, true)
-	st, err := r.Wait(context.Background())
-	if err != nil {
-		return st, err
-	}
-	if err := c.p.cfg.Codec.Unmarshal(r.data, ptr); err != nil {
-		return st, fmt.Errorf("mpi: recv value: %w", err)
-	}
-	return st, nil
 }
 
 // isend sends data on context ctx. Collectives (odd contexts) wait for
