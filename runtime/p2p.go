@@ -85,13 +85,17 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from src at the
-// same time, so exchanges between pairs cannot deadlock.
+// same time, so exchanges between pairs cannot deadlock. The buffers must
+// not overlap (an error wrapping ErrArg): use SendrecvReplace.
 func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
 	if err := checkTag(sendtag, false); err != nil {
 		return Status{}, err
 	}
 	if err := checkTag(recvtag, true); err != nil {
 		return Status{}, err
+	}
+	if overlaps(asBytes(sendbuf), asBytes(recvbuf)) {
+		return Status{}, errAliased()
 	}
 	return c.sendRecvWait(c.ctx, asBytes(sendbuf), dest, sendtag, asBytes(recvbuf), sizeOf[T](), src, recvtag)
 }
