@@ -58,6 +58,10 @@ import (
 const (
 	AnySource = -2
 	AnyTag    = -1
+	// ProcNull as a destination or source makes the operation complete
+	// at once: nothing is sent, and a receive's Status has Source ProcNull,
+	// Tag AnyTag and Count 0 (MPI_PROC_NULL: shifts off a grid's edge).
+	ProcNull = -3
 )
 
 // Errors, usable with errors.Is.

@@ -133,6 +133,9 @@ func (c *Comm) iprobe(src, tag, elem int) (bool, Status, <-chan struct{}, error)
 	}
 	op, err := c.newRecvOp(c.ctx, nil, elem, src, tag)
 	if err != nil {
+		if err == errProcNull {
+			return true, procNullStatus, nil, nil
+		}
 		return false, Status{}, nil, err
 	}
 	m, ch, err := c.p.eng.probe(op)
@@ -167,6 +170,9 @@ func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Re
 		return doneRequest(err)
 	}
 	if dest < 0 || dest >= len(c.group) {
+		if dest == ProcNull {
+			return reqDone
+		}
 		return doneRequest(fmt.Errorf("%w: destination %d (communicator of %d)", ErrRank, dest, len(c.group)))
 	}
 	w := c.group[dest]
@@ -260,6 +266,9 @@ func (c *Comm) initRecvOp(op *recvOp, ctx uint32, buf []byte, elem, src, tag int
 	*op = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}
 	if src != AnySource {
 		if src < 0 || src >= len(c.group) {
+			if src == ProcNull {
+				return errProcNull
+			}
 			return fmt.Errorf("%w: source %d (communicator of %d)", ErrRank, src, len(c.group))
 		}
 		op.srcWorld = c.group[src]
@@ -282,7 +291,7 @@ func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Re
 func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
 	op, req := &rr.op, &rr.req
 	if err := c.initRecvOp(op, ctx, buf, elem, src, tag); err != nil {
-		return doneRequest(err)
+		return failedRecv(err)
 	}
 	op.alloc = alloc
 	op.req = req

@@ -109,7 +109,7 @@ func (c *Comm) RecvValue(ptr any, src, tag int) (Status, error) {
 	}
 	r := c.irecv(c.ctx, nil, 1, src, tag, true)
 	st, err := r.Wait(context.Background())
-	if err != nil {
+	if err != nil || (src == ProcNull && st.Source == ProcNull) {
 		return st, err
 	}
 	return st, c.decodeValue(r.data, st.Source, ptr)
