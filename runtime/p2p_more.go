@@ -66,14 +66,11 @@ func RecvContext[T Number](ctx context.Context, c *Comm, buf []T, src, tag int) 
 		return Status{}, fmt.Errorf("mpi: recv: %w", err)
 	}
 	r := c.irecv(c.ctx, asBytes(buf), sizeOf[T](), src, tag, false)
-	st, err := r.Wait(ctx)
-	if err != nil && !r.isDone() {
-		if r.Cancel() {
-			return Status{}, fmt.Errorf("mpi: recv: %w", ctx.Err())
-		}
-		return r.Wait(context.Background())
+	if _, err := r.Wait(ctx); err != nil && r.Cancel() {
+		return Status{}, fmt.Errorf("mpi: recv: %w", ctx.Err())
 	}
-	return st, err
+	// Done, or matched before the cancel: its result, once complete.
+	return r.Wait(context.Background())
 }
 
 // Ssend is a synchronous Send: it returns once the receiver has matched
