@@ -189,16 +189,16 @@ func WaitAll(ctx context.Context, reqs ...*Request) ([]Status, error) {
 			}
 		}
 	}
-	var fail RequestError
+	var fail *RequestError
 	for i, r := range reqs {
 		if r == nil {
 			continue
 		}
 		s, err := r.Wait(ctx)
 		st[i] = s
-		fail.add(i, err)
+		addFailure(&fail, i, err)
 	}
-	return st, fail.orNil()
+	return st, failures(fail)
 }
 
 // WaitAny waits until one request completes and returns its index, status
@@ -243,8 +243,8 @@ func WaitSome(ctx context.Context, reqs ...*Request) ([]int, []Status, error) {
 		return nil, nil, err
 	}
 	ids, sts := []int{i}, []Status{s}
-	var fail RequestError
-	fail.add(i, err)
+	var fail *RequestError
+	addFailure(&fail, i, err)
 	for j, r := range reqs {
 		if r == nil {
 			continue
@@ -253,8 +253,8 @@ func WaitSome(ctx context.Context, reqs ...*Request) ([]int, []Status, error) {
 			reqs[j] = nil
 			ids = append(ids, j)
 			sts = append(sts, s)
-			fail.add(j, e)
+			addFailure(&fail, j, e)
 		}
 	}
-	return ids, sts, fail.orNil()
+	return ids, sts, failures(fail)
 }

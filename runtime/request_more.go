@@ -28,16 +28,22 @@ func (e *RequestError) Error() string {
 
 func (e *RequestError) Unwrap() []error { return e.Errs }
 
-func (e *RequestError) add(i int, err error) {
-	if err != nil {
-		e.Indices = append(e.Indices, i)
-		e.Errs = append(e.Errs, err)
+// addFailure records request i's error in *e, made on the first failure
+// (WaitAll is on the message-rate path: no allocation when all succeed).
+func addFailure(e **RequestError, i int, err error) {
+	if err == nil {
+		return
 	}
+	if *e == nil {
+		*e = new(RequestError)
+	}
+	(*e).Indices = append((*e).Indices, i)
+	(*e).Errs = append((*e).Errs, err)
 }
 
-// orNil returns e as an error, or nil when no request failed.
-func (e *RequestError) orNil() error {
-	if len(e.Errs) == 0 {
+// failures returns e as an error, or nil when no request failed.
+func failures(e *RequestError) error {
+	if e == nil {
 		return nil
 	}
 	return e
@@ -53,14 +59,14 @@ func Testall(reqs ...*Request) (bool, []Status, error) {
 		}
 	}
 	st := make([]Status, len(reqs))
-	var fail RequestError
+	var fail *RequestError
 	for i, r := range reqs {
 		if r != nil {
 			st[i] = r.status
-			fail.add(i, r.err)
+			addFailure(&fail, i, r.err)
 		}
 	}
-	return true, st, fail.orNil()
+	return true, st, failures(fail)
 }
 
 // Testany reports, without blocking, a completed request: its index,
