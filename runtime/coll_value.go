@@ -1,27 +1,58 @@
 package mpi
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Collectives of arbitrary values (mpi4py's lowercase bcast, scatter,
 // gather, allgather, alltoall, reduce, allreduce), encoded with the
 // runtime's Codec (Config.Codec, encoding/gob by default). The calling
 // rank's own value is never encoded: root's BcastValue keeps *v, and a
 // rank's own element of a gathered slice is v itself (not a copy).
+//
+// Values are encoded through a *T, so an interface T travels as an
+// interface value (gob: its concrete type must be registered). A value
+// that cannot be encoded is sent as a failure frame (see encodeValue), so
+// no rank waits for it; every value collective ends by agreeing on
+// whether any rank's codec failed (one small Allreduce), so that either
+// every rank returns an error wrapping ErrCodec or none does.
 
-func (c *Comm) marshal(v any) ([]byte, error) {
-	b, err := c.p.cfg.Codec.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("mpi: encode value: %w", err)
-	}
-	return b, nil
+// valueOf encodes *p (p is a *T, so that gob sees T even when T is an
+// interface).
+func (c *Comm) valueOf(p any) ([]byte, error) { return c.encodeValue(p) }
+
+func decodeAs[T any](c *Comm, msg []byte, from int) (T, error) {
+	var v T
+	err := c.decodeValue(msg, from, &v)
+	return v, err
 }
 
-func unmarshalAs[T any](c *Comm, data []byte) (T, error) {
-	var v T
-	if err := c.p.cfg.Codec.Unmarshal(data, &v); err != nil {
-		return v, fmt.Errorf("mpi: decode value: %w", err)
+// agree ends a value collective: cerr is this rank's codec error (or
+// nil). Every rank learns the highest rank whose codec failed; ranks
+// whose own codec did not fail return an error naming it.
+func (c *Comm) agree(cerr error) error {
+	in, out := []int64{0}, []int64{0}
+	if cerr != nil {
+		in[0] = int64(c.rank) + 1
 	}
-	return v, nil
+	if err := Allreduce(c, in, out, Max); err != nil {
+		return errors.Join(cerr, err)
+	}
+	if cerr != nil {
+		return cerr
+	}
+	if out[0] > 0 {
+		return fmt.Errorf("%w: on rank %d", ErrCodec, out[0]-1)
+	}
+	return nil
+}
+
+// keep records the first codec error.
+func keep(first *error, err error) {
+	if err != nil && *first == nil {
+		*first = err
+	}
 }
 
 // crecvAlloc receives a message of any length from src.
@@ -45,11 +76,9 @@ func BcastValue[T any](c *Comm, v *T, root int) error {
 	n := len(c.group)
 	rel := mod(c.rank-root, n)
 	var data []byte
-	var err error
+	var cerr, err error
 	if c.rank == root {
-		if data, err = c.marshal(*v); err != nil {
-			return err
-		}
+		data, cerr = c.valueOf(v)
 	}
 	mask := 1
 	for mask < n {
@@ -71,13 +100,13 @@ func BcastValue[T any](c *Comm, v *T, root int) error {
 		return err
 	}
 	if c.rank != root {
-		x, err := unmarshalAs[T](c, data)
-		if err != nil {
-			return err
+		x, err := decodeAs[T](c, data, root)
+		if err == nil {
+			*v = x
 		}
-		*v = x
+		cerr = err
 	}
-	return nil
+	return c.agree(cerr)
 }
 
 // ScatterValue gives vals[i] of root (len(vals) == Size(); ignored
@@ -93,25 +122,25 @@ func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
 		if err != nil {
 			return zero, err
 		}
-		return unmarshalAs[T](c, data)
+		x, cerr := decodeAs[T](c, data, root)
+		return x, c.agree(cerr)
 	}
 	if len(vals) != n {
 		return zero, fmt.Errorf("%w: scatter: %d values for %d ranks", ErrArg, len(vals), n)
 	}
 	reqs := c.startReqs()
-	var err error
-	for i := 0; i < n && err == nil; i++ {
+	var cerr error
+	for i := 0; i < n; i++ {
 		if i != root {
-			var b []byte
-			if b, err = c.marshal(vals[i]); err == nil {
-				reqs = append(reqs, c.isend(c.collCtx(), b, i, tagValue))
-			}
+			b, err := c.valueOf(&vals[i])
+			keep(&cerr, err)
+			reqs = append(reqs, c.isend(c.collCtx(), b, i, tagValue))
 		}
 	}
-	if werr := c.finishReqs(reqs); err == nil {
-		err = werr
+	if err := c.finishReqs(reqs); err != nil {
+		return zero, err
 	}
-	return vals[root], err
+	return vals[root], c.agree(cerr)
 }
 
 // GatherValue returns, at root, every rank's v in rank order (nil
@@ -122,11 +151,11 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 	}
 	n := len(c.group)
 	if c.rank != root {
-		b, err := c.marshal(v)
-		if err != nil {
+		b, cerr := c.valueOf(&v)
+		if err := c.csend(b, root, tagValue); err != nil {
 			return nil, err
 		}
-		return nil, c.csend(b, root, tagValue)
+		return nil, c.agree(cerr)
 	}
 	reqs := make([]*Request, n)
 	for i := range reqs {
@@ -138,16 +167,18 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 		return nil, err
 	}
 	out := make([]T, n)
+	var cerr error
 	for i, r := range reqs {
 		if i == root {
 			out[i] = v
 			continue
 		}
-		x, err := unmarshalAs[T](c, r.data)
-		if err != nil {
-			return nil, err
-		}
+		x, err := decodeAs[T](c, r.data, i)
+		keep(&cerr, err)
 		out[i] = x
+	}
+	if err := c.agree(cerr); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -157,10 +188,7 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 // encodings.
 func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
 	n := len(c.group)
-	b, err := c.marshal(v)
-	if err != nil {
-		return nil, err
-	}
+	b, cerr := c.valueOf(&v)
 	lens := make([]int64, n)
 	if err := Allgather(c, []int64{int64(len(b))}, lens); err != nil {
 		return nil, err
@@ -181,9 +209,12 @@ func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
 			out[i] = v
 			continue
 		}
-		if out[i], err = unmarshalAs[T](c, all[displs[i]:displs[i]+counts[i]]); err != nil {
-			return nil, err
-		}
+		x, err := decodeAs[T](c, all[displs[i]:displs[i]+counts[i]], i)
+		keep(&cerr, err)
+		out[i] = x
+	}
+	if err := c.agree(cerr); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -200,28 +231,27 @@ func AlltoallValue[T any](c *Comm, vals []T) ([]T, error) {
 		src := mod(r-s, n)
 		reqs[src] = c.irecv(c.collCtx(), nil, 1, src, tagValue, true)
 	}
-	var err error
-	for s := 1; s < n && err == nil; s++ {
+	var cerr error
+	for s := 1; s < n; s++ {
 		dst := (r + s) % n
-		var b []byte
-		if b, err = c.marshal(vals[dst]); err == nil {
-			reqs[n+dst] = c.isend(c.collCtx(), b, dst, tagValue)
-		}
+		b, err := c.valueOf(&vals[dst])
+		keep(&cerr, err)
+		reqs[n+dst] = c.isend(c.collCtx(), b, dst, tagValue)
 	}
-	if werr := waitReqs(reqs...); err == nil {
-		err = werr
-	}
-	if err != nil {
+	if err := waitReqs(reqs...); err != nil {
 		return nil, err
 	}
 	out := make([]T, n)
 	out[r] = vals[r]
 	for i := 0; i < n; i++ {
 		if i != r {
-			if out[i], err = unmarshalAs[T](c, reqs[i].data); err != nil {
-				return nil, err
-			}
+			x, err := decodeAs[T](c, reqs[i].data, i)
+			keep(&cerr, err)
+			out[i] = x
 		}
+	}
+	if err := c.agree(cerr); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

@@ -16,6 +16,14 @@
 // Test, Done for select); blocking ones return when done, never by polling.
 //
 // Point-to-point operations are safe to use from many goroutines at once.
+// Beyond Send/Recv/Isend/Irecv/Sendrecv/Probe there are Ssend (returns
+// once the receiver matched), SendrecvReplace, Mprobe/Mrecv (the probe
+// that removes the message from matching, race-free with many goroutines),
+// RecvContext, ProcNull as a source or destination, and request sets
+// (WaitAll, WaitAny, WaitSome, Testall, Testany; failures reported as a
+// *RequestError; WaitAny and friends set the completed slot to nil).
+// Value messages that cannot be encoded or decoded are errors wrapping
+// ErrCodec on every rank involved.
 // Collective operations (Barrier, Dup, Split, Bcast, Reduce, Allreduce) must,
 // as in MPI, be called by every member of the communicator in the same order,
 // one at a time per communicator. Non-blocking collectives (Ibarrier,
@@ -32,8 +40,8 @@
 // build communicators on Split. See docs/collectives.md.
 //
 // Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
-// ErrAborted, ErrFinalized, *PeerError for a failed or departed peer, and
-// wrapped context errors. The library never exits the process.
+// ErrAborted, ErrFinalized, ErrCodec, *PeerError for a failed or departed
+// peer, *RequestError for request sets, and wrapped context errors. The library never exits the process.
 package mpi
 
 import (
@@ -58,6 +66,10 @@ import (
 const (
 	AnySource = -2
 	AnyTag    = -1
+	// ProcNull as a destination or source makes the operation complete
+	// at once: nothing is sent, and a receive's Status has Source ProcNull,
+	// Tag AnyTag and Count 0 (MPI_PROC_NULL: shifts off a grid's edge).
+	ProcNull = -3
 )
 
 // Errors, usable with errors.Is.

@@ -2,9 +2,7 @@ package mpi
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
@@ -90,13 +88,17 @@ func Irecv[T Number](c *Comm, buf []T, src, tag int) *Request {
 }
 
 // Sendrecv sends sendbuf to dest and receives into recvbuf from src at the
-// same time, so exchanges between pairs cannot deadlock.
+// same time, so exchanges between pairs cannot deadlock. The buffers must
+// not overlap (an error wrapping ErrArg): use SendrecvReplace.
 func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, src, recvtag int) (Status, error) {
 	if err := checkTag(sendtag, false); err != nil {
 		return Status{}, err
 	}
 	if err := checkTag(recvtag, true); err != nil {
 		return Status{}, err
+	}
+	if overlaps(asBytes(sendbuf), asBytes(recvbuf)) {
+		return Status{}, errAliased()
 	}
 	return c.sendRecvWait(c.ctx, asBytes(sendbuf), dest, sendtag, asBytes(recvbuf), sizeOf[T](), src, recvtag)
 }
@@ -134,6 +136,9 @@ func (c *Comm) iprobe(src, tag, elem int) (bool, Status, <-chan struct{}, error)
 	}
 	op, err := c.newRecvOp(c.ctx, nil, elem, src, tag)
 	if err != nil {
+		if err == errProcNull {
+			return true, procNullStatus, nil, nil
+		}
 		return false, Status{}, nil, err
 	}
 	m, ch, err := c.p.eng.probe(op)
@@ -154,47 +159,6 @@ func checkTag(tag int, wild bool) error {
 	return nil
 }
 
-type gobCodec struct{}
-
-func (gobCodec) Marshal(v any) ([]byte, error) {
-	var b bytes.Buffer
-	err := gob.NewEncoder(&b).Encode(v)
-	return b.Bytes(), err
-}
-
-func (gobCodec) Unmarshal(data []byte, v any) error {
-	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
-}
-
-// SendValue sends any value the Codec (default encoding/gob) can encode.
-func (c *Comm) SendValue(v any, dest, tag int) error {
-	if err := checkTag(tag, false); err != nil {
-		return err
-	}
-	data, err := c.p.cfg.Codec.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("mpi: send value: %w", err)
-	}
-	_, err = c.isendWait(c.ctx, data, dest, tag, true).Wait(context.Background())
-	return err
-}
-
-// RecvValue receives a value sent with SendValue into ptr.
-func (c *Comm) RecvValue(ptr any, src, tag int) (Status, error) {
-	if err := checkTag(tag, true); err != nil {
-		return Status{}, err
-	}
-	r := c.irecv(c.ctx, nil, 1, src, tag, true)
-	st, err := r.Wait(context.Background())
-	if err != nil {
-		return st, err
-	}
-	if err := c.p.cfg.Codec.Unmarshal(r.data, ptr); err != nil {
-		return st, fmt.Errorf("mpi: recv value: %w", err)
-	}
-	return st, nil
-}
-
 // isend sends data on context ctx. Collectives (odd contexts) wait for
 // their sends right away.
 func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
@@ -209,6 +173,9 @@ func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Re
 		return doneRequest(err)
 	}
 	if dest < 0 || dest >= len(c.group) {
+		if dest == ProcNull {
+			return reqDone
+		}
 		return doneRequest(fmt.Errorf("%w: destination %d (communicator of %d)", ErrRank, dest, len(c.group)))
 	}
 	w := c.group[dest]
@@ -302,6 +269,9 @@ func (c *Comm) initRecvOp(op *recvOp, ctx uint32, buf []byte, elem, src, tag int
 	*op = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}
 	if src != AnySource {
 		if src < 0 || src >= len(c.group) {
+			if src == ProcNull {
+				return errProcNull
+			}
 			return fmt.Errorf("%w: source %d (communicator of %d)", ErrRank, src, len(c.group))
 		}
 		op.srcWorld = c.group[src]
@@ -324,7 +294,7 @@ func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Re
 func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
 	op, req := &rr.op, &rr.req
 	if err := c.initRecvOp(op, ctx, buf, elem, src, tag); err != nil {
-		return doneRequest(err)
+		return failedRecv(err)
 	}
 	op.alloc = alloc
 	op.req = req

@@ -175,7 +175,7 @@ func (r *Request) Cancel() bool {
 }
 
 // WaitAll waits for every request (nil ones are skipped) and returns their
-// statuses; the error joins every request's error.
+// statuses; when any failed, the error is a *RequestError naming them.
 func WaitAll(ctx context.Context, reqs ...*Request) ([]Status, error) {
 	st := make([]Status, len(reqs))
 	// The last request first: waiting on a same-host peer receives on
@@ -189,22 +189,22 @@ func WaitAll(ctx context.Context, reqs ...*Request) ([]Status, error) {
 			}
 		}
 	}
-	var errs []error
+	var fail *RequestError
 	for i, r := range reqs {
 		if r == nil {
 			continue
 		}
 		s, err := r.Wait(ctx)
 		st[i] = s
-		if err != nil {
-			errs = append(errs, err)
-		}
+		addFailure(&fail, i, err)
 	}
-	return st, errors.Join(errs...)
+	return st, failures(fail)
 }
 
 // WaitAny waits until one request completes and returns its index, status
-// and error. With no non-nil request it returns -1.
+// and error, and sets that element of reqs to nil (as MPI sets a completed
+// request to MPI_REQUEST_NULL), so that calling WaitAny again on the same
+// slice waits for another. With no non-nil request it returns -1.
 func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 	cases := make([]reflect.SelectCase, 0, len(reqs)+1)
 	idx := make([]int, 0, len(reqs))
@@ -213,6 +213,7 @@ func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 			continue
 		}
 		if ok, s, err := r.Test(); ok {
+			reqs[i] = nil
 			return i, s, err
 		}
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(r.Done())})
@@ -227,31 +228,33 @@ func WaitAny(ctx context.Context, reqs ...*Request) (int, Status, error) {
 		return -1, Status{}, fmt.Errorf("mpi: wait: %w", ctx.Err())
 	}
 	r := reqs[idx[chosen]]
+	reqs[idx[chosen]] = nil
 	return idx[chosen], r.status, r.err
 }
 
 // WaitSome waits until at least one request completes and returns the
-// indices of all completed ones with their statuses; errs joins their
-// errors. With no non-nil request it returns nothing.
+// indices of all completed ones with their statuses, setting those
+// elements of reqs to nil (see WaitAny); when any of them failed, the
+// error is a *RequestError naming them. With no non-nil request it
+// returns nothing.
 func WaitSome(ctx context.Context, reqs ...*Request) ([]int, []Status, error) {
-	i, _, err := WaitAny(ctx, reqs...)
+	i, s, err := WaitAny(ctx, reqs...)
 	if i < 0 {
 		return nil, nil, err
 	}
-	var ids []int
-	var sts []Status
-	var errs []error
+	ids, sts := []int{i}, []Status{s}
+	var fail *RequestError
+	addFailure(&fail, i, err)
 	for j, r := range reqs {
 		if r == nil {
 			continue
 		}
 		if ok, s, e := r.Test(); ok {
+			reqs[j] = nil
 			ids = append(ids, j)
 			sts = append(sts, s)
-			if e != nil {
-				errs = append(errs, e)
-			}
+			addFailure(&fail, j, e)
 		}
 	}
-	return ids, sts, errors.Join(errs...)
+	return ids, sts, failures(fail)
 }
