@@ -54,6 +54,13 @@ func naiveWant(o int64) byte { return byte(o*7+o>>12) | 1 }
 // documented (sshfs -o kernel_cache; NFS clients do the same), which is
 // why runtime/mpiio aligns collective file domains to blocks, drops its
 // cache after a collective write and locks in atomic mode.
+//
+// A client keeps its cached pages while the file's size and modification
+// time look unchanged, and SFTP carries whole seconds: the writes go wrong
+// when they land within the second of the clients' reads, which on a
+// loaded machine they may not. The test pins the server file's times
+// after each step, so it shows that case every time rather than racing
+// the clock.
 func TestSharedFSNaiveWritersGoWrong(t *testing.T) {
 	c, s, naive := shareCluster(t)
 	const size, mid = 3*4096 + 1000, 6000
@@ -65,6 +72,15 @@ func TestSharedFSNaiveWritersGoWrong(t *testing.T) {
 			if _, err := n1.Run(naive, "create", file, strconv.Itoa(size)); err != nil {
 				t.Fatal(err)
 			}
+			st, err := os.Stat(s.ServerPath(name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pin := func() {
+				if err := os.Chtimes(s.ServerPath(name), st.ModTime(), st.ModTime()); err != nil {
+					t.Fatal(err)
+				}
+			}
 			for _, h := range c.Hosts {
 				if _, err := h.Run("cat", file); err != nil { // every client caches the zeros
 					t.Fatal(err)
@@ -73,9 +89,11 @@ func TestSharedFSNaiveWritersGoWrong(t *testing.T) {
 			if _, err := n1.Run(naive, how, file, "0", strconv.Itoa(mid)); err != nil {
 				t.Fatal(err)
 			}
+			pin()
 			if _, err := n2.Run(naive, how, file, strconv.Itoa(mid), strconv.Itoa(size-mid)); err != nil {
 				t.Fatal(err)
 			}
+			pin()
 			server, err := os.ReadFile(s.ServerPath(name))
 			if err != nil {
 				t.Fatal(err)
