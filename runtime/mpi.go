@@ -290,6 +290,7 @@ type proc struct {
 	reqID      atomic.Uint64
 	ctxMu      sync.Mutex
 	nextCtx    uint32
+	freeCtx    []uint32 // ids released by Free, ascending (comm_free.go)
 	world      *Comm
 
 	// closing is closed once, by Finalize or Abort; closeErr (first wins)
