@@ -390,3 +390,55 @@ func TestSplitOutOfContextIDs(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkCollAlltoallNode compares flat and two-level Alltoall on 8
+// ranks on two pretend hosts (loopback TCP between them), by block size:
+// go test -run ^$ -bench AlltoallNode -benchtime 200x ./runtime/
+func BenchmarkCollAlltoallNode(b *testing.B) {
+	const hosts = "AAAABBBB"
+	for _, two := range []bool{false, true} {
+		for _, bs := range benchA2ASizes {
+			b.Run(fmt.Sprintf("two-level=%v/%dB", two, bs), func(b *testing.B) {
+				saved := alltoallNodeLarge
+				alltoallNodeLarge = 0
+				if two {
+					alltoallNodeLarge = 1 << 30
+				}
+				defer func() { alltoallNodeLarge = saved }()
+				k := bs / 8
+				t := &testing.T{}
+				comms, _ := world(t, len(hosts), func(c *Config) {
+					c.testHost = "host-" + hosts[c.Bootstrap.Rank():c.Bootstrap.Rank()+1]
+				})
+				defer func() {
+					for _, c := range comms {
+						c.Finalize()
+					}
+				}()
+				f := func(c *Comm) error {
+					return Alltoall(c, make([]float64, k*len(hosts)), make([]float64, k*len(hosts)))
+				}
+				for _, c := range comms[1:] {
+					go func(c *Comm) {
+						for i := 0; i < b.N+1; i++ {
+							if err := f(c); err != nil {
+								panic(err)
+							}
+						}
+					}(c)
+				}
+				if err := f(comms[0]); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := f(comms[0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+var benchA2ASizes = []int{8, 256, 1024, 4096, 16384, 65536}
