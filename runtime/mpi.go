@@ -28,8 +28,10 @@
 // Max (ordered types), Land, Lor, Lxor, Band, Bor, Bxor (integers),
 // MaxLoc/MinLoc (ValIndex pairs, with ReduceLoc/AllreduceLoc), or NewOp;
 // an op over items of several elements declares it with WithUnit.
-// Groups, Comm.Create, SplitShared and Cartesian topologies (CartCreate)
-// build communicators on Split. See docs/collectives.md.
+// Groups, Comm.Create, SplitShared/SplitType and Cartesian topologies
+// (CartCreate) build communicators on Split; Comm.Free releases one.
+// SendType/RecvType move strided data described by a Datatype (Vector,
+// Subarray, ...). See docs/collectives.md.
 //
 // Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
 // ErrAborted, ErrFinalized, *PeerError for a failed or departed peer, and
