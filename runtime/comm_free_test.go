@@ -9,13 +9,15 @@ import (
 	"time"
 )
 
-// transports runs f on shared memory and on TCP (GOMPI_SHM=0's setting).
+// transports: shared memory, TCP (GOMPI_SHM=0's setting) and shared
+// memory without cross-memory attach (GOMPI_CMA=0's).
 var transports = []struct {
 	name string
 	mod  func(*Config)
 }{
 	{"shm", nil},
 	{"tcp", func(c *Config) { c.NoSharedMemory = true }},
+	{"nocma", func(c *Config) { c.NoCMA = true }},
 }
 
 // forSizesTransports runs f for 1..8 ranks on every transport.

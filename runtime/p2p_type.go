@@ -140,8 +140,9 @@ func IrecvType[T Number](c *Comm, buf []T, count int, dt Datatype, src, tag int)
 	if r.isDone() && r.err != nil {
 		return r
 	}
-	// Unpacking needs a step after the transfer; the receive stays
-	// cancellable through the returned request's Wait context only.
+	// Unpacking needs a step after the transfer, so a goroutine waits
+	// for it. The returned request cannot be cancelled (Cancel reports
+	// false) and, like any receive, writes buf when its message arrives.
 	return Go(func() (Status, error) {
 		st, err := r.Wait(context.Background())
 		if _, uerr := Unpack(packed[:st.Bytes], buf, count, dt); err == nil {
