@@ -68,7 +68,9 @@ func (l *nullLink) close()             {}
 func testProc(size, eager int) *proc {
 	p := &proc{cfg: Config{EagerLimit: eager}, rank: 0, size: size, eng: newEngine(), closing: make(chan struct{})}
 	for i := 0; i < size; i++ {
-		p.peers = append(p.peers, newPeer(i))
+		pe := newPeer(i)
+		pe.started.Store(true) // no dialling: a receive naming a peer would dial it (nil ctx, no bootstrap)
+		p.peers = append(p.peers, pe)
 	}
 	group := make([]int, size)
 	for i := range group {
