@@ -176,9 +176,6 @@ func (c *Comm) waitReqs(reqs ...*Request) error {
 	return first
 }
 
-// waitReqs is (*Comm).waitReqs without a context (value collectives).
-func waitReqs(reqs ...*Request) error { return (&Comm{}).waitReqs(reqs...) }
-
 // startReqs returns c's reusable request list, emptied.
 func (c *Comm) startReqs() []*Request { return c.coll.reqs[:0] }
 

@@ -203,9 +203,10 @@ func Allgatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int) e
 
 // Alltoall sends block i (of k = len(sendbuf)/Size() elements) of sendbuf
 // to rank i, which stores it as block Rank() of its recvbuf. Blocks below
-// 32 KiB are all posted at once; larger ones go by pairwise exchange (step
-// s sends to rank+s and receives from rank-s), which bounds the traffic in
-// flight.
+// 1 KiB go in two levels through the host leaders when c spans hosts
+// (coll_node_a2a.go); otherwise blocks below 32 KiB are all posted at
+// once, and larger ones go by pairwise exchange (step s sends to rank+s
+// and receives from rank-s), which bounds the traffic in flight.
 func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	n := len(c.group)
 	if len(sendbuf)%n != 0 {
@@ -219,6 +220,13 @@ func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
 		return fmt.Errorf("%w: alltoall: send and receive buffers overlap", ErrArg)
 	}
 	l := layout{b: blocks{n * k, k}}
+	if k*sizeOf[T]() < alltoallNodeLarge {
+		if ns, err := c.twoLevel(true); err != nil {
+			return err
+		} else if ns != nil {
+			return alltoallTwoLevel(c, ns, sendbuf, l, recvbuf, l, true)
+		}
+	}
 	return alltoall(c, sendbuf, l, recvbuf, l)
 }
 
@@ -239,7 +247,21 @@ func Alltoallv[T Number](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbu
 	if sendcounts[c.rank] != recvcounts[c.rank] {
 		return fmt.Errorf("%w: alltoallv: sending %d to self, receiving %d", ErrArg, sendcounts[c.rank], recvcounts[c.rank])
 	}
-	return alltoall(c, sendbuf, layout{counts: sendcounts, displs: sdispls, elem: 1}, recvbuf, layout{counts: recvcounts, displs: rdispls, elem: 1})
+	sl, rl := layout{counts: sendcounts, displs: sdispls, elem: 1}, layout{counts: recvcounts, displs: rdispls, elem: 1}
+	if ns, err := c.nodes(); err != nil {
+		return err
+	} else if ns.twoLevel {
+		// Every rank must take the same path: agree on the largest block.
+		big := []int64{int64(max(sl.maxBlock(n), rl.maxBlock(n)) * sizeOf[T]())}
+		if err := Allreduce(c, big, big, Max); err != nil {
+			return err
+		}
+		if big[0] < int64(alltoallNodeLarge) {
+			ns.used.Add(1)
+			return alltoallTwoLevel(c, ns, sendbuf, sl, recvbuf, rl, false)
+		}
+	}
+	return alltoall(c, sendbuf, sl, recvbuf, rl)
 }
 
 // alltoall moves block i of sl to rank i, into block rank of rl (element

@@ -43,7 +43,7 @@ func (c *Comm) seq() *atomic.Uint32 {
 // host layout (and its sub-communicators) derived too if c knows it.
 func (c *Comm) derive(off int, ctx context.Context) *Comm {
 	nc := &Comm{p: c.p, ctx: c.ctx, rank: c.rank, group: c.group, index: c.index,
-		tagOff: off, cctx: ctx, iseq: c.seq()}
+		tagOff: off, cctx: ctx, iseq: c.seq(), freed: c.freed}
 	if ns := c.node; ns != nil {
 		d := &nodeState{twoLevel: ns.twoLevel, ordered: ns.ordered, nodeOf: ns.nodeOf, leaders: ns.leaders}
 		sub := func(s *Comm) *Comm {
@@ -51,7 +51,7 @@ func (c *Comm) derive(off int, ctx context.Context) *Comm {
 				return nil
 			}
 			x := &Comm{p: s.p, ctx: s.ctx, rank: s.rank, group: s.group, index: s.index,
-				tagOff: off, cctx: ctx, node: flatNodes()}
+				tagOff: off, cctx: ctx, node: flatNodes(), freed: s.freed}
 			return x
 		}
 		d.node, d.leader, d.lane = sub(ns.node), sub(ns.leader), sub(ns.lane)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -326,4 +327,50 @@ func TestCollNonblockingNodeAware(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestCollContextCancel: cancelling a view's context ends the collectives
+// waiting on a rank that never joins with context.Canceled, for typed and
+// value collectives, flat and two-level (pretend hosts), on shared memory
+// and TCP, at 2..8 ranks; the communicator's other ranks are unaffected.
+func TestCollContextCancel(t *testing.T) {
+	run := func(t *testing.T, comms []*Comm) {
+		n := len(comms)
+		each(t, comms, func(c *Comm) error {
+			if c.Rank() == n-1 {
+				return nil // never joins
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			v := c.WithContext(ctx)
+			buf := make([]int64, 20000)
+			x := 0
+			_, gerr := AllgatherValue(v, c.Rank())
+			errs := []error{
+				v.Barrier(),
+				Allreduce(v, buf, buf, Sum),
+				Bcast(v, buf, n-1),
+				Alltoall(v, buf[:n], buf[n:2*n]),
+				BcastValue(v, &x, n-1),
+				gerr,
+			}
+			_, err := Iallgather(v, buf[:1], buf[:n]).Wait(context.Background())
+			errs = append(errs, err)
+			for i, err := range errs {
+				if !errors.Is(err, context.Canceled) {
+					return fmt.Errorf("collective %d: %v, want context.Canceled", i, err)
+				}
+			}
+			return nil
+		})
+	}
+	for _, tr := range transportMods {
+		for _, n := range collSizes[1:] {
+			t.Run(tr.name+"/"+strconv.Itoa(n), func(t *testing.T) {
+				comms, _ := world(t, n, tr.mod)
+				run(t, comms)
+			})
+		}
+	}
+	t.Run("hosts", func(t *testing.T) { run(t, hostsWorld(t, "AABBBC")) })
 }

@@ -104,6 +104,12 @@ func checkPath(c *Comm, twoLevel, ordered bool) error {
 		{"Allgather", Sum, twoLevel, func(b []int64, _ Op) error { return Allgather(c, b[:1], make([]int64, c.Size())) }},
 		{"Scatter", Sum, twoLevel, func(b []int64, _ Op) error { return Scatter(c, make([]int64, 2*c.Size()), b[:2], 0) }},
 		{"Gather", Sum, twoLevel, func(b []int64, _ Op) error { return Gather(c, b[:2], make([]int64, 2*c.Size()), c.Size()-1) }},
+		{"Alltoall small", Sum, twoLevel, func(b []int64, _ Op) error {
+			return Alltoall(c, make([]int64, 2*c.Size()), make([]int64, 2*c.Size()))
+		}},
+		{"Alltoall large", Sum, false, func(b []int64, _ Op) error { // 1 KiB blocks: flat
+			return Alltoall(c, make([]int64, 128*c.Size()), make([]int64, 128*c.Size()))
+		}},
 	} {
 		before := twoLevelRuns(c)
 		if err := tc.run(fillv[int64](c.Rank(), 8), tc.op); err != nil {
@@ -111,6 +117,28 @@ func checkPath(c *Comm, twoLevel, ordered bool) error {
 		}
 		if got := twoLevelRuns(c) > before; got != tc.want {
 			return fmt.Errorf("%s: two-level %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// Alltoallv agrees on its path with an Allreduce (itself two-level).
+	for _, k := range []int{3, 128} {
+		n := c.Size()
+		counts := make([]int, n)
+		for i := range counts {
+			counts[i] = k
+		}
+		want := int64(0)
+		if twoLevel {
+			want = 1
+			if k*8 < alltoallNodeLarge {
+				want = 2
+			}
+		}
+		before := twoLevelRuns(c)
+		if err := Alltoallv(c, make([]int64, k*n), counts, nil, make([]int64, k*n), counts, nil); err != nil {
+			return err
+		}
+		if got := twoLevelRuns(c) - before; got != want {
+			return fmt.Errorf("Alltoallv of %d: %d two-level collectives, want %d", k, got, want)
 		}
 	}
 	return nil
@@ -362,3 +390,55 @@ func TestSplitOutOfContextIDs(t *testing.T) {
 		return nil
 	})
 }
+
+// BenchmarkCollAlltoallNode compares flat and two-level Alltoall on 8
+// ranks on two pretend hosts (loopback TCP between them), by block size:
+// go test -run ^$ -bench AlltoallNode -benchtime 200x ./runtime/
+func BenchmarkCollAlltoallNode(b *testing.B) {
+	const hosts = "AAAABBBB"
+	for _, two := range []bool{false, true} {
+		for _, bs := range benchA2ASizes {
+			b.Run(fmt.Sprintf("two-level=%v/%dB", two, bs), func(b *testing.B) {
+				saved := alltoallNodeLarge
+				alltoallNodeLarge = 0
+				if two {
+					alltoallNodeLarge = 1 << 30
+				}
+				defer func() { alltoallNodeLarge = saved }()
+				k := bs / 8
+				t := &testing.T{}
+				comms, _ := world(t, len(hosts), func(c *Config) {
+					c.testHost = "host-" + hosts[c.Bootstrap.Rank():c.Bootstrap.Rank()+1]
+				})
+				defer func() {
+					for _, c := range comms {
+						c.Finalize()
+					}
+				}()
+				f := func(c *Comm) error {
+					return Alltoall(c, make([]float64, k*len(hosts)), make([]float64, k*len(hosts)))
+				}
+				for _, c := range comms[1:] {
+					go func(c *Comm) {
+						for i := 0; i < b.N+1; i++ {
+							if err := f(c); err != nil {
+								panic(err)
+							}
+						}
+					}(c)
+				}
+				if err := f(comms[0]); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := f(comms[0]); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+var benchA2ASizes = []int{8, 256, 1024, 4096, 16384, 65536}

@@ -57,8 +57,8 @@ func keep(first *error, err error) {
 
 // crecvAlloc receives a message of any length from src.
 func (c *Comm) crecvAlloc(src, tag int) ([]byte, error) {
-	r := c.irecv(c.collCtx(), nil, 1, src, tag, true)
-	if _, err := r.Wait(bg); err != nil {
+	r := c.irecv(c.collCtx(), nil, 1, src, tag+c.tagOff, true)
+	if _, err := c.wait(r); err != nil {
 		return nil, err
 	}
 	return r.data, nil
@@ -163,7 +163,7 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 			reqs[i] = c.irecv(c.collCtx(), nil, 1, i, tagValue, true)
 		}
 	}
-	if err := waitReqs(reqs...); err != nil {
+	if err := c.waitReqs(reqs...); err != nil {
 		return nil, err
 	}
 	out := make([]T, n)
@@ -238,7 +238,7 @@ func AlltoallValue[T any](c *Comm, vals []T) ([]T, error) {
 		keep(&cerr, err)
 		reqs[n+dst] = c.isend(c.collCtx(), b, dst, tagValue)
 	}
-	if err := waitReqs(reqs...); err != nil {
+	if err := c.waitReqs(reqs...); err != nil {
 		return nil, err
 	}
 	out := make([]T, n)

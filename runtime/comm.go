@@ -25,6 +25,9 @@ type Comm struct {
 	tagOff int
 	cctx   context.Context
 	iseq   *atomic.Uint32
+	// freed is set by Free (comm_free.go); shared by c, its views and
+	// its sub-communicators. Nil for the world communicator.
+	freed *atomic.Bool
 }
 
 // Rank is this process's rank in c.
@@ -70,41 +73,38 @@ func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 
 // Split partitions c: ranks passing the same color form a new communicator,
 // ordered by key (then by rank in c). Color Undefined returns nil. It is
-// collective over c. Context ids are agreed collectively: the new id is the
-// largest next-free id among c's members, so it is unused by every member.
+// collective over c. Context ids are agreed collectively: the new id is
+// unused by every member (see takeCtx).
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	if color < 0 && color != Undefined {
 		return nil, fmt.Errorf("%w: color %d", ErrArg, color)
 	}
+	if err := c.errUsable(); err != nil {
+		return nil, err
+	}
 	p := c.p
-	p.ctxMu.Lock()
-	next := p.nextCtx
-	p.ctxMu.Unlock()
-	mine := make([]byte, 24)
+	mine := make([]byte, splitEntry)
 	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	binary.LittleEndian.PutUint64(mine[16:], uint64(next))
+	p.putCtxOffer(mine[16:])
 	all, err := c.allgatherBytes(mine, tagSplit)
 	if err != nil {
 		return nil, err
 	}
 	type ent struct{ color, key, rank int }
-	var maxNext uint32
 	var members []ent
+	offers := make([][]byte, len(c.group))
 	for r := 0; r < len(c.group); r++ {
-		b := all[r*24:]
+		b := all[r*splitEntry:]
 		col := int(int64(binary.LittleEndian.Uint64(b)))
 		k := int(int64(binary.LittleEndian.Uint64(b[8:])))
-		n := uint32(binary.LittleEndian.Uint64(b[16:]))
-		maxNext = max(maxNext, n)
+		offers[r] = b[16:splitEntry]
 		if col == color && color != Undefined {
 			members = append(members, ent{col, k, r})
 		}
 	}
-	p.ctxMu.Lock()
-	p.nextCtx = max(p.nextCtx, maxNext+1)
-	p.ctxMu.Unlock()
-	if maxNext >= ctxDerived>>1 { // higher ids are the node-aware collectives' (coll_node.go)
+	id := p.takeCtx(offers)
+	if id >= ctxDerived>>1 { // higher ids are the node-aware collectives' (coll_node.go)
 		return nil, fmt.Errorf("%w: out of communicator context ids", ErrArg)
 	}
 	if color == Undefined {
@@ -116,7 +116,7 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 		}
 		return members[i].rank < members[j].rank
 	})
-	nc := &Comm{p: p, ctx: maxNext << 1, group: make([]int, len(members)), index: map[int]int{}}
+	nc := &Comm{p: p, ctx: id << 1, group: make([]int, len(members)), index: map[int]int{}, freed: new(atomic.Bool)}
 	for i, m := range members {
 		w := c.group[m.rank]
 		nc.group[i] = w

@@ -36,8 +36,10 @@
 // Max (ordered types), Land, Lor, Lxor, Band, Bor, Bxor (integers),
 // MaxLoc/MinLoc (ValIndex pairs, with ReduceLoc/AllreduceLoc), or NewOp;
 // an op over items of several elements declares it with WithUnit.
-// Groups, Comm.Create, SplitShared and Cartesian topologies (CartCreate)
-// build communicators on Split. See docs/collectives.md.
+// Groups, Comm.Create, SplitShared/SplitType and Cartesian topologies
+// (CartCreate) build communicators on Split; Comm.Free releases one.
+// SendType/RecvType move strided data described by a Datatype (Vector,
+// Subarray, ...). See docs/collectives.md.
 //
 // Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
 // ErrAborted, ErrFinalized, ErrCodec, *PeerError for a failed or departed
@@ -302,6 +304,7 @@ type proc struct {
 	reqID      atomic.Uint64
 	ctxMu      sync.Mutex
 	nextCtx    uint32
+	freeCtx    []uint32 // ids released by Free, ascending (comm_free.go)
 	world      *Comm
 
 	// closing is closed once, by Finalize or Abort; closeErr (first wins)

@@ -169,7 +169,7 @@ func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
 // request (see flagWait).
 func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Request {
 	p := c.p
-	if err := p.errClosed(); err != nil {
+	if err := c.errUsable(); err != nil {
 		return doneRequest(err)
 	}
 	if dest < 0 || dest >= len(c.group) {
@@ -263,7 +263,7 @@ func (c *Comm) newRecvOp(ctx uint32, buf []byte, elem, src, tag int) (*recvOp, e
 }
 
 func (c *Comm) initRecvOp(op *recvOp, ctx uint32, buf []byte, elem, src, tag int) error {
-	if err := c.p.errClosed(); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
 	}
 	*op = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}

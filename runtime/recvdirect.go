@@ -35,7 +35,7 @@ func (c *Comm) recvDirect(ctx uint32, buf []byte, elem, src, tag int) (st Status
 	}
 	pe := p.peers[w]
 	l := pe.shmL.Load()
-	if l == nil || pe.dead.Load() || p.errClosed() != nil || !l.acquire() {
+	if l == nil || pe.dead.Load() || c.errUsable() != nil || !l.acquire() {
 		return Status{}, nil, false
 	}
 	if !p.eng.empty() {

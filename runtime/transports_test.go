@@ -7,17 +7,12 @@ import "testing"
 // GOMPI_SHM=0 in the environment all three are TCP.)
 func transports(t *testing.T, n int, mod func(*Config), f func(t *testing.T, comms []*Comm)) {
 	t.Helper()
-	for _, tr := range []struct {
-		name string
-		set  func(*Config)
-	}{
-		{"shm", func(*Config) {}},
-		{"shm-nocma", func(c *Config) { c.NoCMA = true }},
-		{"tcp", func(c *Config) { c.NoSharedMemory = true }},
-	} {
+	for _, tr := range transportMods {
 		t.Run(tr.name, func(t *testing.T) {
 			comms, _ := world(t, n, func(c *Config) {
-				tr.set(c)
+				if tr.mod != nil {
+					tr.mod(c)
+				}
 				if mod != nil {
 					mod(c)
 				}

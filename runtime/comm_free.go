@@ -1,0 +1,217 @@
+package mpi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Freeing communicators and reusing their context ids.
+//
+// A context id (a communicator's message space) is in use on a process
+// from the Split that made it until Free. Split agrees on a new id that
+// is unused on every member: each member offers its next never-used id
+// and the lowest ids it freed, and the lowest id that every member has
+// either freed or never used wins (else the largest next-free id, as
+// before any Free). Every member applies the same choice, so the offers
+// stay consistent.
+
+// ErrFreed: the communicator was freed (Comm.Free).
+var ErrFreed = errors.New("mpi: communicator freed")
+
+// ctxOffers is how many freed ids a rank offers to a Split.
+const ctxOffers = 4
+
+// splitEntry is one rank's contribution to Split: color, key, next
+// never-used id and ctxOffers freed ids (0: none), as 8-byte words.
+const splitEntry = 24 + 8*ctxOffers
+
+// putCtxOffer writes this process's next never-used id and lowest freed
+// ids into b.
+func (p *proc) putCtxOffer(b []byte) {
+	p.ctxMu.Lock()
+	defer p.ctxMu.Unlock()
+	binary.LittleEndian.PutUint64(b, uint64(p.nextCtx))
+	for i := 0; i < ctxOffers; i++ {
+		var id uint32
+		if i < len(p.freeCtx) {
+			id = p.freeCtx[i]
+		}
+		binary.LittleEndian.PutUint64(b[8+8*i:], uint64(id))
+	}
+}
+
+// takeCtx picks the id every member can use from their offers and marks it
+// used on this process.
+func (p *proc) takeCtx(offers [][]byte) uint32 {
+	free := func(o []byte, id uint32) bool {
+		if id >= uint32(binary.LittleEndian.Uint64(o)) {
+			return true // never used there
+		}
+		for i := 0; i < ctxOffers; i++ {
+			if uint32(binary.LittleEndian.Uint64(o[8+8*i:])) == id {
+				return true
+			}
+		}
+		return false
+	}
+	var best uint32
+	for _, o := range offers {
+		best = max(best, uint32(binary.LittleEndian.Uint64(o)))
+	}
+	for _, o := range offers {
+		for i := 0; i < ctxOffers; i++ {
+			id := uint32(binary.LittleEndian.Uint64(o[8+8*i:]))
+			if id == 0 || id >= best {
+				continue
+			}
+			ok := true
+			for _, q := range offers {
+				ok = ok && free(q, id)
+			}
+			if ok {
+				best = id
+			}
+		}
+	}
+	p.ctxMu.Lock()
+	defer p.ctxMu.Unlock()
+	p.nextCtx = max(p.nextCtx, best+1)
+	if i, ok := slices.BinarySearch(p.freeCtx, best); ok {
+		p.freeCtx = slices.Delete(p.freeCtx, i, i+1)
+	}
+	return best
+}
+
+// errUsable is why c cannot be used (the process shut down, or c was
+// freed), or nil.
+func (c *Comm) errUsable() error {
+	if err := c.p.errClosed(); err != nil {
+		return err
+	}
+	if c.freed != nil && c.freed.Load() {
+		return fmt.Errorf("%w (context %d)", ErrFreed, c.ctx>>1)
+	}
+	return nil
+}
+
+// Tags of Free on the collective context.
+const tagFree = 41
+
+// freeDrainTimeout bounds waiting for a message that was still arriving
+// when Free discards it.
+var freeDrainTimeout = 10 * time.Second
+
+// Free releases c (MPI_Comm_free): every later operation on c, its views
+// (WithContext) and its host sub-communicators returns ErrFreed, messages
+// sent on c that were never received are discarded, and c's context id
+// becomes available to later Splits. It is collective over c: every
+// member calls it once, after completing its operations on c. The world
+// communicator cannot be freed.
+//
+// Before releasing the id, every member tells every other that it is done
+// with c, after its last message on c (messages between two ranks arrive
+// in order), so when Free returns no message sent on c can still arrive.
+// If that exchange fails (a member died) c is freed but its id is not
+// reused.
+func (c *Comm) Free() error {
+	if c.freed == nil {
+		return fmt.Errorf("%w: the world communicator cannot be freed", ErrArg)
+	}
+	if err := c.errUsable(); err != nil {
+		return err
+	}
+	err := c.freeExchange()
+	c.freed.Store(true)
+	if err != nil {
+		return fmt.Errorf("mpi: free: %w", err)
+	}
+	c.node = nil
+	c.coll = collState{}
+	p := c.p
+	p.ctxMu.Lock()
+	id := c.ctx >> 1
+	if i, ok := slices.BinarySearch(p.freeCtx, id); !ok {
+		p.freeCtx = slices.Insert(p.freeCtx, i, id)
+	}
+	p.ctxMu.Unlock()
+	return nil
+}
+
+// freeExchange sends a zero-byte message to every other member and
+// receives one from each, then discards whatever else c's contexts hold.
+func (c *Comm) freeExchange() error {
+	n := len(c.group)
+	reqs := make([]*Request, 0, 2*n)
+	for r := 0; r < n; r++ {
+		if r != c.rank {
+			reqs = append(reqs, c.cirecv(nil, 1, r, tagFree))
+		}
+	}
+	for r := 0; r < n; r++ {
+		if r != c.rank {
+			reqs = append(reqs, c.cisend(nil, r, tagFree))
+		}
+	}
+	if err := c.waitReqs(reqs...); err != nil {
+		return err
+	}
+	subs := []*Comm{c}
+	if ns := c.node; ns != nil {
+		subs = append(subs, ns.node, ns.leader, ns.lane)
+	}
+	for _, s := range subs {
+		if s == nil {
+			continue
+		}
+		if err := s.drain(s.ctx); err != nil {
+			return err
+		}
+		if err := s.drain(s.collCtx()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drain receives and drops every message queued on context ctx.
+func (c *Comm) drain(ctx uint32) error {
+	for {
+		r := c.irecv(ctx, nil, 1, AnySource, AnyTag, true)
+		if r.Cancel() {
+			return nil
+		}
+		wctx, cancel := context.WithTimeout(bg, freeDrainTimeout)
+		_, err := r.Wait(wctx)
+		cancel()
+		if err != nil && !errors.Is(err, ErrTruncate) {
+			return err
+		}
+	}
+}
+
+// CommTypeShared is SplitType's type for ranks that can share memory
+// (MPI_COMM_TYPE_SHARED): the ranks of one host.
+const CommTypeShared = 1
+
+// SplitType splits c by a property of the ranks (MPI_Comm_split_type):
+// with CommTypeShared, one communicator per host (as SplitShared), ordered
+// by key then rank in c; with Undefined, nil (the caller takes part but
+// joins no communicator). It is collective over c.
+func (c *Comm) SplitType(typ, key int) (*Comm, error) {
+	switch typ {
+	case CommTypeShared:
+		return c.SplitShared(key)
+	case Undefined:
+		// Take part in the same exchanges as SplitShared, so members
+		// passing CommTypeShared are not left waiting.
+		if _, err := c.allgatherBytes(make([]byte, layoutEntry), tagNode); err != nil {
+			return nil, err
+		}
+		return c.Split(Undefined, key)
+	}
+	return nil, fmt.Errorf("%w: split type %d (want CommTypeShared or Undefined)", ErrArg, typ)
+}

@@ -1,0 +1,236 @@
+package mpi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// transportMods: shared memory, TCP (GOMPI_SHM=0's setting) and shared
+// memory without cross-memory attach (GOMPI_CMA=0's).
+var transportMods = []struct {
+	name string
+	mod  func(*Config)
+}{
+	{"shm", nil},
+	{"tcp", func(c *Config) { c.NoSharedMemory = true }},
+	{"nocma", func(c *Config) { c.NoCMA = true }},
+}
+
+// forSizesTransports runs f for 1..8 ranks on every transport.
+func forSizesTransports(t *testing.T, f func(t *testing.T, comms []*Comm)) {
+	for _, tr := range transportMods {
+		for _, n := range collSizes {
+			t.Run(tr.name+"/"+strconv.Itoa(n), func(t *testing.T) {
+				comms, _ := world(t, n, tr.mod)
+				f(t, comms)
+			})
+		}
+	}
+}
+
+// afterFree checks that every kind of operation on a freed communicator
+// ends at once with ErrFreed.
+func afterFree(d *Comm) error {
+	n := d.Size()
+	peer := (d.Rank() + 1) % n
+	buf := make([]float64, 4)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, rerr := Irecv(d, buf, peer, 0).Wait(ctx)
+	_, perr := Probe[float64](d, AnySource, AnyTag)
+	_, serr := Isend(d, buf, peer, 0).Wait(ctx)
+	_, rr := Recv(d, buf, peer, 0)
+	errs := []error{Send(d, buf, peer, 0), rr, rerr, serr, perr, d.Free()}
+	if n > 1 { // a collective of one rank sends nothing
+		errs = append(errs, d.Barrier(), Allreduce(d, buf, buf, Sum), Bcast(d, buf, 0),
+			d.WithContext(ctx).Barrier())
+	}
+	_, err := d.Dup()
+	errs = append(errs, err)
+	for i, err := range errs {
+		if !errors.Is(err, ErrFreed) {
+			return fmt.Errorf("operation %d after Free: %v, want ErrFreed", i, err)
+		}
+	}
+	return nil
+}
+
+// TestCommFree: a freed communicator refuses every operation; its
+// undelivered messages are dropped; its context id is reused by the next
+// Split, whose messages do not meet the old ones.
+func TestCommFree(t *testing.T) {
+	forSizesTransports(t, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			if err := c.Free(); !errors.Is(err, ErrArg) {
+				return fmt.Errorf("Free(world): %v, want ErrArg", err)
+			}
+			d, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			n, r := d.Size(), d.Rank()
+			buf := []float64{float64(r)}
+			if err := Allreduce(d, buf, buf, Sum); err != nil {
+				return err
+			}
+			// A message nobody receives (eager), and a long one received.
+			if err := Send(d, []int64{int64(r)}, (r+1)%n, 7); err != nil {
+				return err
+			}
+			long := make([]byte, 256<<10)
+			if n > 1 && r == 0 {
+				if err := Send(d, long, 1, 8); err != nil {
+					return err
+				}
+			} else if n > 1 && r == 1 {
+				if _, err := Recv(d, long, 0, 8); err != nil {
+					return err
+				}
+			}
+			old := d.ctx
+			if err := d.Free(); err != nil {
+				return err
+			}
+			if err := afterFree(d); err != nil {
+				return err
+			}
+			e, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			if e.ctx != old {
+				return fmt.Errorf("Dup after Free got context %d, want the freed %d", e.ctx>>1, old>>1)
+			}
+			if ok, st, err := Iprobe[int64](e, AnySource, AnyTag); ok || err != nil {
+				return fmt.Errorf("the freed communicator's message reached its successor: %+v %v", st, err)
+			}
+			if err := c.Barrier(); err != nil { // every rank probed before anyone sends on e
+				return err
+			}
+			v := []int64{-1}
+			if err := Send(e, []int64{int64(100 + r)}, (r+1)%n, 7); err != nil {
+				return err
+			}
+			if _, err := Recv(e, v, (r-1+n)%n, 7); err != nil || v[0] != int64(100+(r-1+n)%n) {
+				return fmt.Errorf("successor got %v %v", v, err)
+			}
+			return e.Free()
+		})
+	})
+}
+
+// TestCommFreeUneven: ids freed on some ranks only are not reused where
+// another member still uses them.
+func TestCommFreeUneven(t *testing.T) {
+	comms, _ := world(t, 6, nil)
+	each(t, comms, func(c *Comm) error {
+		half, err := c.Split(c.Rank()%2, 0)
+		if err != nil {
+			return err
+		}
+		if c.Rank()%2 == 0 {
+			if err := half.Free(); err != nil {
+				return err
+			}
+		}
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		if d.ctx == half.ctx {
+			return fmt.Errorf("Dup reused context %d, still used by the odd half", d.ctx>>1)
+		}
+		// Both live communicators work side by side on the odd ranks.
+		buf := []int{1}
+		if err := Allreduce(d, buf, buf, Sum); err != nil || buf[0] != 6 {
+			return fmt.Errorf("dup allreduce %v %v", buf, err)
+		}
+		if c.Rank()%2 == 1 {
+			buf[0] = 1
+			if err := Allreduce(half, buf, buf, Sum); err != nil || buf[0] != 3 {
+				return fmt.Errorf("half allreduce %v %v", buf, err)
+			}
+			if err := half.Free(); err != nil {
+				return err
+			}
+		}
+		// Now the id is free everywhere: the next Split takes it.
+		e, err := c.Split(0, -c.Rank())
+		if err != nil {
+			return err
+		}
+		if e.ctx != half.ctx {
+			return fmt.Errorf("Split got context %d, want the freed %d", e.ctx>>1, half.ctx>>1)
+		}
+		return nil
+	})
+}
+
+// TestCommFreeNodeAware frees a two-level communicator (with host and
+// leader sub-communicators) and checks its successor's collectives.
+func TestCommFreeNodeAware(t *testing.T) {
+	comms := hostsWorld(t, "AABBBC")
+	each(t, comms, func(c *Comm) error {
+		for i := 0; i < 3; i++ {
+			d, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			buf := []int{d.Rank()}
+			if err := Allreduce(d, buf, buf, Sum); err != nil || buf[0] != 15 {
+				return fmt.Errorf("round %d: allreduce %v %v", i, buf, err)
+			}
+			if d.node == nil || !d.node.twoLevel {
+				return fmt.Errorf("round %d: not two-level", i)
+			}
+			if err := d.Free(); err != nil {
+				return err
+			}
+			if err := afterFree(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// TestSplitType: CommTypeShared gives one communicator per pretend host;
+// Undefined takes part and gets nil; other types are refused.
+func TestSplitType(t *testing.T) {
+	const hosts = "AABBBCAB"
+	comms := hostsWorld(t, hosts)
+	each(t, comms, func(c *Comm) error {
+		if _, err := c.SplitType(7, 0); !errors.Is(err, ErrArg) {
+			return fmt.Errorf("SplitType(7): %v, want ErrArg", err)
+		}
+		typ := CommTypeShared
+		if c.Rank() == 7 {
+			typ = Undefined
+		}
+		s, err := c.SplitType(typ, -c.Rank())
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 7 {
+			if s != nil {
+				return fmt.Errorf("Undefined got a communicator")
+			}
+			return nil
+		}
+		var want []int // my host's ranks, by descending rank (key)
+		for r := len(hosts) - 2; r >= 0; r-- {
+			if hosts[r] == hosts[c.Rank()] {
+				want = append(want, r)
+			}
+		}
+		got := s.Group().WorldRanks()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			return fmt.Errorf("shared communicator %v, want %v", got, want)
+		}
+		return s.Free()
+	})
+}
