@@ -144,16 +144,25 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 	if ranOut {
 		ad.ended(maxSpin, 0, true)
 	}
-	if ctx.Done() != nil {
-		// The wake-up runs in its own goroutine; if it has started, wait
-		// for it, so it never touches the mapping after Close (which waits
-		// for this call) has unmapped it.
-		woken := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() { wake(seq); close(woken) })
-		defer func() {
-			if !stop() {
-				<-woken
+	if done := ctx.Done(); done != nil {
+		// The wake-up runs in its own goroutine, which this call waits
+		// for, so it never touches the mapping after Close (which waits
+		// for this call) has unmapped it. Not context.AfterFunc: on a
+		// context type of another package it calls the context's Err from
+		// its own goroutine, and the runtime's link contexts answer Err
+		// from state only their caller's goroutine may read.
+		woken, quit := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(woken)
+			select {
+			case <-done:
+				wake(seq)
+			case <-quit:
 			}
+		}()
+		defer func() {
+			close(quit)
+			<-woken
 		}()
 	}
 	flag.Store(1)
