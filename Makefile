@@ -49,8 +49,8 @@ test: setup build
 	$(GO) vet ./...
 	$(GO) test -race -timeout 30m -count=1 ./...
 	# The runtime again with same-host peers on TCP, and with CMA off.
-	GOMPI_SHM=0 $(GO) test -race -count=1 ./runtime/
-	GOMPI_CMA=0 $(GO) test -race -count=1 ./runtime/
+	GOMPI_SHM=0 $(GO) test -race -timeout 30m -count=1 ./runtime/
+	GOMPI_CMA=0 $(GO) test -race -timeout 30m -count=1 ./runtime/
 	$(MAKE) fuzz
 
 unit:

@@ -200,10 +200,19 @@ func (e *engine) cancel(r *recvOp) bool {
 // without removing it. When there is none it returns a channel that is
 // closed at the next change, and an error if none can ever come.
 func (e *engine) probe(r *recvOp) (*message, <-chan struct{}, error) {
+	return e.findUnexpected(r, false)
+}
+
+// findUnexpected is probe; take also removes the message it finds.
+func (e *engine) findUnexpected(r *recvOp, take bool) (*message, <-chan struct{}, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, m := range e.unexpected {
+	for i, m := range e.unexpected {
 		if r.matches(m.ctx, m.src, m.tag) {
+			if take {
+				e.unexpected = removeAt(e.unexpected, i)
+				e.trackLocked()
+			}
 			return m, nil, nil
 		}
 	}

@@ -220,20 +220,5 @@ func Mrecv[T Number](msg *Message, buf []T) (Status, error) {
 // takeUnexpected removes and returns the first unexpected message
 // matching r; when there is none it answers as probe does.
 func (e *engine) takeUnexpected(r *recvOp) (*message, <-chan struct{}, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for i, m := range e.unexpected {
-		if r.matches(m.ctx, m.src, m.tag) {
-			e.unexpected = removeAt(e.unexpected, i)
-			e.trackLocked()
-			return m, nil, nil
-		}
-	}
-	if e.closed != nil {
-		return nil, nil, e.closed
-	}
-	if err := e.deadSourceLocked(r); err != nil {
-		return nil, nil, err
-	}
-	return nil, e.changed, nil
+	return e.findUnexpected(r, true)
 }

@@ -32,8 +32,8 @@ type cache struct {
 	seq     uint64
 	dataEnd int64
 	queue   []journal.Extent // acknowledged, not yet flushed, in order
-	maxEnd  int64              // largest file end of a queued extent
-	err     error              // the flusher's first failure (sticky)
+	maxEnd  int64            // largest file end of a queued extent
+	err     error            // the flusher's first failure (sticky)
 	stop    bool
 	stopped chan struct{}
 }

@@ -13,9 +13,9 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gompi/gompi/runtime/mpiio/journal"
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
 )
 
 const (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/ckpt/layout"
+	"github.com/gompi/gompi/test/cluster"
 )
 
 var heatChecksum = regexp.MustCompile(`(?m)^checksum ([0-9a-f]{64})$`)
@@ -24,18 +25,7 @@ func TestCheckpointHostLost(t *testing.T) {
 	}
 	c := setup(t)
 	heatArgs := []string{"-n", "128", "-steps", "400", "-ckpt-every", "10", "-delay", "10ms"}
-	base := runJob(t, c, c.Client, "", append([]string{"-hosts", c.HostList(2), "-n", "4", bin("heat")}, heatArgs...)...)
-	m := heatChecksum.FindStringSubmatch(base.Stdout)
-	if base.Code != 0 || m == nil {
-		t.Fatalf("uninterrupted run: exit %d\n%s\n%s", base.Code, base.Stdout, base.Stderr)
-	}
-	want := m[1]
-
-	prefix, err := os.MkdirTemp("/var/tmp", "gompi-ckpt-prefix-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(prefix) })
+	want, prefix := heatBaseline(t, c, heatArgs)
 	cache := fmt.Sprintf("/tmp/gompi-heat-cache-%d", os.Getpid()) // private on every host
 	cut := c.Hosts[1]
 	j := startJob(t, c, c.Client, "", append([]string{"-max-restarts", "1", "-ckpoint-prefix", prefix,
@@ -84,18 +74,7 @@ func TestCheckpointPartnerHostLost(t *testing.T) {
 	}
 	c := setup(t)
 	heatArgs := []string{"-n", "128", "-steps", "300", "-ckpt-every", "10", "-delay", "5ms"}
-	base := runJob(t, c, c.Client, "", append([]string{"-hosts", c.HostList(2), "-n", "4", bin("heat")}, heatArgs...)...)
-	m := heatChecksum.FindStringSubmatch(base.Stdout)
-	if base.Code != 0 || m == nil {
-		t.Fatalf("uninterrupted run: exit %d\n%s\n%s", base.Code, base.Stdout, base.Stderr)
-	}
-	want := m[1]
-
-	prefix, err := os.MkdirTemp("/var/tmp", "gompi-ckpt-prefix-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(prefix) })
+	want, prefix := heatBaseline(t, c, heatArgs)
 	cache := fmt.Sprintf("/tmp/gompi-heat-partner-%d", os.Getpid()) // private on every host
 	keep, lost := c.Hosts[0], c.Hosts[1]
 	t.Cleanup(func() {
@@ -151,4 +130,21 @@ func TestCheckpointPartnerHostLost(t *testing.T) {
 	if m, err := layout.Newest(prefix); err != nil || m.Epoch <= newest {
 		t.Fatalf("prefix newest after the rerun: %+v %v, want past %d", m, err, newest)
 	}
+}
+
+// heatBaseline runs heat uninterrupted on 2 hosts x 2 ranks and returns
+// its checksum, and a fresh checkpoint prefix on the shared disk.
+func heatBaseline(t *testing.T, c *cluster.Cluster, heatArgs []string) (checksum, prefix string) {
+	t.Helper()
+	base := runJob(t, c, c.Client, "", append([]string{"-hosts", c.HostList(2), "-n", "4", bin("heat")}, heatArgs...)...)
+	m := heatChecksum.FindStringSubmatch(base.Stdout)
+	if base.Code != 0 || m == nil {
+		t.Fatalf("uninterrupted run: exit %d\n%s\n%s", base.Code, base.Stdout, base.Stderr)
+	}
+	prefix, err := os.MkdirTemp("/var/tmp", "gompi-ckpt-prefix-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(prefix) })
+	return m[1], prefix
 }
