@@ -159,7 +159,12 @@ func ParseConnectEnv(v, launchHost string) ([]string, error) {
 			}
 			host = launchHost
 		}
-		addrs = append(addrs, net.JoinHostPort(host, port))
+		addr := net.JoinHostPort(host, port)
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			// Only a launch host from the environment can get here.
+			return nil, fmt.Errorf("%s %q: launch host %q: %w", ConnectEnv, a, launchHost, err)
+		}
+		addrs = append(addrs, addr)
 	}
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("%s %q: no address to connect to", ConnectEnv, v)
