@@ -20,6 +20,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -301,4 +302,26 @@ func (j *Job) Wait(limit time.Duration) (Result, error) {
 
 func (j *Job) result() Result {
 	return Result{j.Stdout.String(), j.Stderr.String(), j.Cmd.ProcessState.ExitCode(), time.Since(j.start)}
+}
+
+// MainLocalMPICH is a TestMain body for packages that run MPICH programs
+// with every rank on this machine: it makes a temporary directory, hands
+// it to setup, runs the tests and removes the directory, returning the
+// exit code. MPICH's UCX is kept to the loopback: left to itself it lists
+// every interface and opens each later, while test/cluster (run in
+// parallel by go test ./...) creates and deletes veth links in this
+// namespace, and MPI_Init once failed with UCX's "init_worker No such
+// device" for a link listed and then gone.
+func MainLocalMPICH(m *testing.M, prefix string, setup func(dir string)) int {
+	if os.Getenv("UCX_NET_DEVICES") == "" {
+		os.Setenv("UCX_NET_DEVICES", "lo")
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	setup(dir)
+	return m.Run()
 }

@@ -21,25 +21,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// Every "host" here is this machine, so MPICH's UCX needs only the
-	// loopback. Left to itself it lists every interface and later opens
-	// each, while test/cluster (run in parallel by go test ./...) creates
-	// and deletes veth links in this namespace: once in a CI run, MPI_Init
-	// failed with UCX's "init_worker No such device", most likely a link
-	// listed and then gone.
-	if os.Getenv("UCX_NET_DEVICES") == "" {
-		os.Setenv("UCX_NET_DEVICES", "lo")
-	}
-	dir, err := os.MkdirTemp("", "gompi-mpich-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	progDir = dir
-	setupErr = setup(dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testkit.MainLocalMPICH(m, "gompi-mpich-", func(dir string) {
+		progDir = dir
+		setupErr = setup(dir)
+	}))
 }
 
 func setup(dir string) error {

@@ -24,21 +24,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	// As test/mpich: every rank is on this machine, and test/cluster adds
-	// and removes veth links beside us, which UCX must not trip over.
-	if os.Getenv("UCX_NET_DEVICES") == "" {
-		os.Setenv("UCX_NET_DEVICES", "lo")
-	}
-	dir, err := os.MkdirTemp("", "gompi-mpiio-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	setupErr = setup(dir)
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(testkit.MainLocalMPICH(m, "gompi-mpiio-", func(dir string) {
+		binDir = dir
+		setupErr = setup(dir)
+	}))
 }
 
 func setup(dir string) error {
