@@ -438,15 +438,15 @@ func (b *SSH) dialOnce(ctx context.Context, t *sshTarget, auth []ssh.AuthMethod,
 		if err == nil {
 			c.Close()
 		}
-		if hkcb.err != nil {
-			return nil, hkcb.err
+		if herr := hkcb.failure(); herr != nil {
+			return nil, herr
 		}
 		return nil, ctx.Err()
 	}
 	if err != nil {
 		conn.Close()
-		if hkcb.err != nil {
-			return nil, hkcb.err
+		if herr := hkcb.failure(); herr != nil {
+			return nil, herr
 		}
 		if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
 			// The socket deadline (ctx's) fired first: report the

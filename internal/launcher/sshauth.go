@@ -310,6 +310,15 @@ func (h *hostKeyChecker) callback(hostname string, remote net.Addr, key ssh.Publ
 	return err
 }
 
+// failure is the callback's error. The handshake runs the callback on its
+// own goroutine, which can still be inside it when NewClientConn has
+// already returned (the connection closed under the handshake).
+func (h *hostKeyChecker) failure() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err
+}
+
 func (h *hostKeyChecker) check(hostname string, remote net.Addr, key ssh.PublicKey) error {
 	err := h.db(hostname, remote, key)
 	if err == nil {
