@@ -5,14 +5,10 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
 )
 
 var ioColor = map[string]color.Color{
@@ -77,26 +73,5 @@ func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	w, h := 14*vg.Inch, vg.Length(len(rows))*4.5*vg.Inch
-	draw2 := func(c draw.Canvas) {
-		cs := plot.Align(rows, draw.Tiles{Rows: len(rows), Cols: 2, PadX: vg.Points(14), PadY: vg.Points(14)}, c)
-		for i, row := range rows {
-			for j, p := range row {
-				p.Draw(cs[i][j])
-			}
-		}
-	}
-	svg := vgsvg.New(w, h)
-	draw2(draw.New(svg))
-	if err := writeTo(path, svg); err != nil {
-		return err
-	}
-	img := vgimg.New(w, h)
-	draw2(draw.New(img))
-	png := strings.TrimSuffix(path, filepath.Ext(path)) + ".png"
-	if err := writeTo(png, vgimg.PngCanvas{Canvas: img}); err != nil {
-		return err
-	}
-	fmt.Printf("plots: %s, %s\n", path, png)
-	return nil
+	return saveGrid(path, rows, 14*vg.Inch, vg.Length(len(rows))*4.5*vg.Inch, vg.Points(14))
 }

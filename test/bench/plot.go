@@ -83,11 +83,18 @@ func plotOSU(res osuResults, impls []impl, path string) error {
 		return err
 	}
 	ps := []*plot.Plot{lat, bw, mr, ar}
-	w, h := 20*vg.Inch, 4.5*vg.Inch
+	return saveGrid(path, [][]*plot.Plot{ps}, 20*vg.Inch, 4.5*vg.Inch, vg.Points(6))
+}
+
+// saveGrid draws rows of plots as one figure and writes it to path (SVG)
+// and beside it as PNG.
+func saveGrid(path string, rows [][]*plot.Plot, w, h, padY vg.Length) error {
 	draw2 := func(c draw.Canvas) {
-		cs := plot.Align([][]*plot.Plot{ps}, draw.Tiles{Rows: 1, Cols: len(ps), PadX: vg.Points(14), PadY: vg.Points(6)}, c)
-		for i, p := range ps {
-			p.Draw(cs[0][i])
+		cs := plot.Align(rows, draw.Tiles{Rows: len(rows), Cols: len(rows[0]), PadX: vg.Points(14), PadY: padY}, c)
+		for i, row := range rows {
+			for j, p := range row {
+				p.Draw(cs[i][j])
+			}
 		}
 	}
 	svg := vgsvg.New(w, h)
