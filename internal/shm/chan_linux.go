@@ -43,7 +43,7 @@ const (
 	rcProdSeq  = 388 // uint32 futex word the producer sleeps on
 
 	fileMagic   = 0x314d48534f504d47 // "GMPOSHM1" read little-endian
-	fileVersion = 1
+	fileVersion = 2                  // 2: a waker clears the waiting flag (docs/shm.md, "Wait and wake")
 
 	stateInit      = 0
 	stateReady     = 1
@@ -258,9 +258,7 @@ func (c *Chan) publishTx() {
 	}
 	r.head.Store(r.pos)
 	r.published = r.pos
-	if r.consWait.Load() != 0 {
-		wake(r.consSeq)
-	}
+	wakeFlagged(r.consWait, r.consSeq)
 }
 
 func (c *Chan) publishRx() {
@@ -270,9 +268,7 @@ func (c *Chan) publishRx() {
 	}
 	r.tail.Store(r.pos)
 	r.published = r.pos
-	if r.prodWait.Load() != 0 {
-		wake(r.prodSeq)
-	}
+	wakeFlagged(r.prodWait, r.prodSeq)
 }
 
 // Recv receives one message. dst is called once with the message length and
