@@ -8,16 +8,16 @@ import (
 // recvOp is a posted receive (or a probe's view of one).
 type recvOp struct {
 	ctx      uint32
-	src      int // rank in the communicator, or AnySource
-	tag      int // or AnyTag
-	srcWorld int // world rank of src, -1 for AnySource
+	alloc    bool // take the message as a new slice (RecvValue)
+	shared   bool // entered peer.rdv: a peer failure may still complete it
+	src      int  // rank in the communicator, or AnySource
+	tag      int  // or AnyTag
+	srcWorld int  // world rank of src, -1 for AnySource
+	elem     int  // element size, for Status.Count
 	comm     *Comm
 	buf      []byte
-	alloc    bool // take the message as a new slice (RecvValue)
-	elem     int  // element size, for Status.Count
 	req      *Request
 	split    *splitRecv // a CMA rendezvous both sides copy (shared memory)
-	shared   bool       // entered peer.rdv: a peer failure may still complete it
 }
 
 // message is an unexpected message: eager data, or a rendezvous RTS.

@@ -304,7 +304,7 @@ func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int
 	}
 	op.alloc = alloc
 	op.req = req
-	req.op, req.eng = op, c.p.eng
+	req.op = op
 	m, err := c.p.eng.post(op)
 	if err != nil {
 		req.complete(Status{}, err)
