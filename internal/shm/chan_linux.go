@@ -258,7 +258,9 @@ func (c *Chan) publishTx() {
 	}
 	r.head.Store(r.pos)
 	r.published = r.pos
-	wakeFlagged(r.consWait, r.consSeq)
+	if r.consWait.Load() != 0 { // the common case, inline: no call
+		wakeFlagged(r.consWait, r.consSeq)
+	}
 }
 
 func (c *Chan) publishRx() {
@@ -268,7 +270,9 @@ func (c *Chan) publishRx() {
 	}
 	r.tail.Store(r.pos)
 	r.published = r.pos
-	wakeFlagged(r.prodWait, r.prodSeq)
+	if r.prodWait.Load() != 0 {
+		wakeFlagged(r.prodWait, r.prodSeq)
+	}
 }
 
 // Recv receives one message. dst is called once with the message length and

@@ -200,14 +200,14 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 	}
 }
 
-// wakeFlagged wakes the other side if its flag asks for it, and clears
-// the flag, so that a sleeper costs its publisher one wake-up, not one per
+// wakeFlagged wakes the other side, whose flag the caller saw raised, if
+// the flag still asks for it, and clears the flag, so that a sleeper costs its publisher one wake-up, not one per
 // message published until its thread runs again: on a busy host that can be
 // many µs, and a sender pouring a window of messages into the ring made a
 // system call for each of them. The sleeper raises the flag again before
 // each look at its condition (awaitSpin).
 func wakeFlagged(flag, seq *atomic.Uint32) {
-	if flag.Load() != 0 && flag.Swap(0) != 0 {
+	if flag.Swap(0) != 0 {
 		wake(seq)
 	}
 }
