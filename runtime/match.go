@@ -8,16 +8,16 @@ import (
 // recvOp is a posted receive (or a probe's view of one).
 type recvOp struct {
 	ctx      uint32
-	src      int // rank in the communicator, or AnySource
-	tag      int // or AnyTag
-	srcWorld int // world rank of src, -1 for AnySource
+	alloc    bool // take the message as a new slice (RecvValue)
+	shared   bool // entered peer.rdv: a peer failure may still complete it
+	src      int  // rank in the communicator, or AnySource
+	tag      int  // or AnyTag
+	srcWorld int  // world rank of src, -1 for AnySource
+	elem     int  // element size, for Status.Count
 	comm     *Comm
 	buf      []byte
-	alloc    bool // take the message as a new slice (RecvValue)
-	elem     int  // element size, for Status.Count
 	req      *Request
 	split    *splitRecv // a CMA rendezvous both sides copy (shared memory)
-	shared   bool       // entered peer.rdv: a peer failure may still complete it
 }
 
 // message is an unexpected message: eager data, or a rendezvous RTS.
@@ -46,8 +46,8 @@ func (r *recvOp) matches(ctx uint32, src, tag int) bool {
 // matching the same receive are received in the order sent.
 type engine struct {
 	mu         sync.Mutex
-	posted     []*recvOp
-	unexpected []*message
+	posted     fifo[recvOp]
+	unexpected fifo[message]
 	failed     map[int]failure // world rank -> why
 	closed     error
 	changed    chan struct{} // closed and replaced when unexpected grows or peers fail
@@ -62,7 +62,7 @@ type engine struct {
 
 // trackLocked updates queued after the queues changed. Caller holds mu.
 func (e *engine) trackLocked() {
-	if q := len(e.posted)+len(e.unexpected) > 0; q != e.queuedNow {
+	if q := e.posted.len()+e.unexpected.len() > 0; q != e.queuedNow {
 		e.queuedNow = q
 		e.queued.Store(q)
 	}
@@ -87,9 +87,9 @@ func (e *engine) notifyLocked() {
 // match (its source failed, or the runtime is closed).
 func (e *engine) post(r *recvOp) (*message, error) {
 	e.mu.Lock() // unlocked by hand: this is every receive's path
-	for i, m := range e.unexpected {
+	for i, m := range e.unexpected.items() {
 		if r.matches(m.ctx, m.src, m.tag) {
-			e.unexpected = removeAt(e.unexpected, i)
+			e.unexpected.removeAt(i)
 			e.trackLocked()
 			e.mu.Unlock()
 			return m, nil
@@ -100,7 +100,7 @@ func (e *engine) post(r *recvOp) (*message, error) {
 		err = e.deadSourceLocked(r)
 	}
 	if err == nil {
-		e.posted = append(e.posted, r)
+		e.posted.push(r)
 		e.trackLocked()
 	}
 	e.mu.Unlock()
@@ -144,28 +144,60 @@ func (e *engine) takePosted(ctx uint32, src, tag int) *recvOp {
 }
 
 func (e *engine) takePostedLocked(ctx uint32, src, tag int) *recvOp {
-	for i, r := range e.posted {
+	for i, r := range e.posted.items() {
 		if r.matches(ctx, src, tag) {
-			e.posted = removeAt(e.posted, i)
+			e.posted.removeAt(i)
 			return r
 		}
 	}
 	return nil
 }
 
-// removeAt deletes q[i], keeping order. The head, which is what matching
-// in order removes nearly always, goes by reslicing: with a window of
-// receives posted, shifting the rest down for each message cost more
-// than the match.
-func removeAt[T any](q []*T, i int) []*T {
-	if i == 0 {
-		q[0] = nil // do not keep it reachable through the array
-		if len(q) == 1 {
-			return q[:0] // reuse the array from its start
-		}
-		return q[1:]
+// fifo is a queue of the engine: items in order, searched from the head.
+// The head, which is what matching in order removes nearly always, goes by
+// advancing an index: with a window of receives posted, shifting the rest
+// down for each message cost more than the match. The array is reused from
+// its start whenever the queue empties (a window of receives posted and
+// matched, over and over, allocates nothing), and compacted when it is
+// full with a gap at the start.
+type fifo[T any] struct {
+	buf  []*T // buf[head:] are the items
+	head int
+}
+
+func (f *fifo[T]) len() int    { return len(f.buf) - f.head }
+func (f *fifo[T]) items() []*T { return f.buf[f.head:] }
+
+func (f *fifo[T]) push(x *T) {
+	if f.head > 0 && len(f.buf) == cap(f.buf) {
+		n := copy(f.buf, f.buf[f.head:])
+		clear(f.buf[n:])
+		f.buf, f.head = f.buf[:n], 0
 	}
-	return append(q[:i], q[i+1:]...)
+	f.buf = append(f.buf, x)
+}
+
+// removeAt deletes items()[i], keeping order.
+func (f *fifo[T]) removeAt(i int) {
+	if i == 0 {
+		f.buf[f.head] = nil // do not keep it reachable through the array
+		f.head++
+		if f.head == len(f.buf) {
+			f.buf, f.head = f.buf[:0], 0
+		}
+		return
+	}
+	j := f.head + i
+	copy(f.buf[j:], f.buf[j+1:])
+	f.buf[len(f.buf)-1] = nil
+	f.buf = f.buf[:len(f.buf)-1]
+}
+
+// take empties the queue and returns its items (the array is not reused).
+func (f *fifo[T]) take() []*T {
+	q := f.items()
+	*f = fifo[T]{}
+	return q
 }
 
 // arrive matches m against the posted receives; without a match m joins
@@ -177,7 +209,7 @@ func (e *engine) arrive(m *message) *recvOp {
 	if r := e.takePostedLocked(m.ctx, m.src, m.tag); r != nil {
 		return r
 	}
-	e.unexpected = append(e.unexpected, m)
+	e.unexpected.push(m)
 	e.notifyLocked()
 	return nil
 }
@@ -186,9 +218,9 @@ func (e *engine) arrive(m *message) *recvOp {
 func (e *engine) cancel(r *recvOp) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, q := range e.posted {
+	for i, q := range e.posted.items() {
 		if q == r {
-			e.posted = append(e.posted[:i], e.posted[i+1:]...)
+			e.posted.removeAt(i)
 			e.trackLocked()
 			return true
 		}
@@ -207,10 +239,10 @@ func (e *engine) probe(r *recvOp) (*message, <-chan struct{}, error) {
 func (e *engine) findUnexpected(r *recvOp, take bool) (*message, <-chan struct{}, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, m := range e.unexpected {
+	for i, m := range e.unexpected.items() {
 		if r.matches(m.ctx, m.src, m.tag) {
 			if take {
-				e.unexpected = removeAt(e.unexpected, i)
+				e.unexpected.removeAt(i)
 				e.trackLocked()
 			}
 			return m, nil, nil
@@ -233,18 +265,20 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 		e.failed[w] = failure{err: err, orderly: orderly}
 	}
 	var dead []*recvOp
-	kept := e.posted[:0]
-	for _, r := range e.posted {
+	all := e.posted.items()
+	kept := all[:0]
+	for _, r := range all {
 		if r.srcWorld == w || (r.srcWorld < 0 && !orderly && r.comm != nil && r.comm.hasWorld(w)) {
 			dead = append(dead, r)
 		} else {
 			kept = append(kept, r)
 		}
 	}
-	for i := len(kept); i < len(e.posted); i++ {
-		e.posted[i] = nil
+	clear(all[len(kept):])
+	e.posted.buf = e.posted.buf[:e.posted.head+len(kept)]
+	if len(kept) == 0 {
+		e.posted.buf, e.posted.head = e.posted.buf[:0], 0
 	}
-	e.posted = kept
 	e.trackLocked()
 	e.notifyLocked()
 	e.mu.Unlock()
@@ -259,8 +293,7 @@ func (e *engine) failAll(err error) {
 	if e.closed == nil {
 		e.closed = err
 	}
-	dead := e.posted
-	e.posted = nil
+	dead := e.posted.take()
 	e.trackLocked()
 	e.notifyLocked()
 	e.mu.Unlock()

@@ -3,6 +3,7 @@ package mpi
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -70,8 +71,8 @@ func TestMatching(t *testing.T) {
 			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 				t.Errorf("got %v want %v", got, tc.want)
 			}
-			if len(e.unexpected) != tc.left {
-				t.Errorf("%d unexpected left, want %d", len(e.unexpected), tc.left)
+			if e.unexpected.len() != tc.left {
+				t.Errorf("%d unexpected left, want %d", e.unexpected.len(), tc.left)
 			}
 		})
 	}
@@ -132,5 +133,70 @@ func TestMatchingPeerFailure(t *testing.T) {
 	p.eng.failSource(2, &PeerError{Rank: 2, Err: ErrPeerFinalized}, true)
 	if _, _, err := other.Test(); !errors.Is(err, ErrPeerFinalized) {
 		t.Fatalf("receive from finalized peer: %v", err)
+	}
+}
+
+// The engine's queues keep order under any mix of pushes and removals, and
+// a queue emptied and refilled over and over (a window of receives posted
+// and matched) reuses its array.
+func TestFifo(t *testing.T) {
+	vals := make([]int, 200)
+	for i := range vals {
+		vals[i] = i
+	}
+	for _, tc := range []struct {
+		name string
+		ops  string // p: push the next value; 0: remove the head; 1: remove the second; l: the last
+	}{
+		{"window", strings.Repeat("p", 64) + strings.Repeat("0", 64) + strings.Repeat("p", 64) + strings.Repeat("0", 64)},
+		{"interleaved", strings.Repeat("pp0", 50)},
+		{"middle", "pppp1l0p1pp0l00"},
+		{"compact", strings.Repeat("p", 8) + "000" + strings.Repeat("p", 20) + strings.Repeat("0", 25)},
+	} {
+		var f fifo[int]
+		var ref []*int
+		next := 0
+		for k, op := range tc.ops {
+			switch op {
+			case 'p':
+				f.push(&vals[next])
+				ref = append(ref, &vals[next])
+				next++
+			case '0', '1', 'l':
+				i := map[rune]int{'0': 0, '1': 1, 'l': len(ref) - 1}[op]
+				if i < 0 || i >= len(ref) {
+					continue
+				}
+				f.removeAt(i)
+				ref = append(ref[:i:i], ref[i+1:]...)
+			}
+			got := f.items()
+			if len(got) != len(ref) || f.len() != len(ref) {
+				t.Fatalf("%s, op %d: %d items, want %d", tc.name, k, len(got), len(ref))
+			}
+			for i := range ref {
+				if got[i] != ref[i] {
+					t.Fatalf("%s, op %d: item %d is %d, want %d", tc.name, k, i, *got[i], *ref[i])
+				}
+			}
+			for i := 0; i < f.head; i++ {
+				if f.buf[i] != nil {
+					t.Fatalf("%s, op %d: removed item %d still reachable", tc.name, k, i)
+				}
+			}
+		}
+	}
+	var f fifo[int]
+	x := new(int)
+	allocs := testing.AllocsPerRun(100, func() {
+		for range 64 {
+			f.push(x)
+		}
+		for range 64 {
+			f.removeAt(0)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("a window posted and matched allocates %v times", allocs)
 	}
 }

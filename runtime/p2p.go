@@ -262,11 +262,17 @@ func (c *Comm) newRecvOp(ctx uint32, buf []byte, elem, src, tag int) (*recvOp, e
 	return op, c.initRecvOp(op, ctx, buf, elem, src, tag)
 }
 
+// initRecvOp fills in op, which must be zero (new, or reset before reuse):
+// the fields are stored one by one, since assigning a whole struct literal
+// copied all of it through the write barrier's bulk path while the
+// garbage collector ran (most of the time, at millions of receives a
+// second), a sizeable part of posting a receive.
 func (c *Comm) initRecvOp(op *recvOp, ctx uint32, buf []byte, elem, src, tag int) error {
 	if err := c.errUsable(); err != nil {
 		return err
 	}
-	*op = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: -1, comm: c, buf: buf, elem: elem}
+	op.ctx, op.src, op.tag, op.srcWorld, op.elem = ctx, src, tag, -1, elem
+	op.comm, op.buf = c, buf
 	if src != AnySource {
 		if src < 0 || src >= len(c.group) {
 			if src == ProcNull {
@@ -298,7 +304,7 @@ func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int
 	}
 	op.alloc = alloc
 	op.req = req
-	req.op, req.eng = op, c.p.eng
+	req.op = op
 	m, err := c.p.eng.post(op)
 	if err != nil {
 		req.complete(Status{}, err)

@@ -212,7 +212,7 @@ func Mrecv[T Number](msg *Message, buf []T) (Status, error) {
 	rr := new(recvReq)
 	op, req := &rr.op, &rr.req
 	*op = recvOp{ctx: m.ctx, src: m.src, tag: m.tag, srcWorld: m.srcWorld, comm: c, buf: asBytes(buf), elem: sizeOf[T](), req: req}
-	req.op, req.eng = op, c.p.eng
+	req.op = op
 	c.p.matched(op, m)
 	return req.Wait(context.Background())
 }

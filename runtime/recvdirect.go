@@ -154,7 +154,7 @@ func (l *shmLink) claimRTS(m *message) *recvOp {
 		l.xwant = nil
 		rr := &recvReq{op: *x}
 		rr.op.req = &rr.req
-		rr.req.op, rr.req.eng = &rr.op, l.p.eng
+		rr.req.op = &rr.op
 		l.xreq = &rr.req
 		return &rr.op
 	}

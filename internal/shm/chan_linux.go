@@ -43,7 +43,7 @@ const (
 	rcProdSeq  = 388 // uint32 futex word the producer sleeps on
 
 	fileMagic   = 0x314d48534f504d47 // "GMPOSHM1" read little-endian
-	fileVersion = 1
+	fileVersion = 2                  // 2: a waker clears the waiting flag (docs/shm.md, "Wait and wake")
 
 	stateInit      = 0
 	stateReady     = 1
@@ -258,8 +258,8 @@ func (c *Chan) publishTx() {
 	}
 	r.head.Store(r.pos)
 	r.published = r.pos
-	if r.consWait.Load() != 0 {
-		wake(r.consSeq)
+	if r.consWait.Load() != 0 { // the common case, inline: no call
+		wakeFlagged(r.consWait, r.consSeq)
 	}
 }
 
@@ -271,7 +271,7 @@ func (c *Chan) publishRx() {
 	r.tail.Store(r.pos)
 	r.published = r.pos
 	if r.prodWait.Load() != 0 {
-		wake(r.prodSeq)
+		wakeFlagged(r.prodWait, r.prodSeq)
 	}
 }
 

@@ -696,3 +696,86 @@ func TestExclusiveRecvLazyTail(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A sleeping receiver costs its sender one wake-up, not one per message
+// published before its thread runs again (wakeFlagged).
+func TestOneWakePerSleep(t *testing.T) {
+	a, b := pair(t, nil)
+	ctx := context.Background()
+	r := &a.tx
+	r.consWait.Store(1) // b's receiver is asleep (as awaitSpin leaves it)
+	seq := r.consSeq.Load()
+	for i := range 10 {
+		if err := a.Send(ctx, nil, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := r.consSeq.Load() - seq; n != 1 {
+		t.Errorf("%d wake-ups for 10 messages to one sleeper, want 1", n)
+	}
+	if r.consWait.Load() != 0 {
+		t.Error("waking did not clear the flag")
+	}
+	for i := range 10 {
+		m, err := b.RecvBytes(ctx)
+		if err != nil || len(m) != 1 || m[0] != byte(i) {
+			t.Fatalf("message %d: %v %v", i, m, err)
+		}
+	}
+	// The same for a sender asleep waiting for space.
+	p := &b.rx
+	p.prodWait.Store(1)
+	seq = p.prodSeq.Load()
+	for i := range 10 {
+		if err := a.Send(ctx, nil, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.RecvBytes(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.prodSeq.Load() - seq; n != 1 {
+		t.Errorf("%d wake-ups of a sender waiting for space, want 1", n)
+	}
+}
+
+// Messages several rings long, both ways, with no spinning: every wait
+// sleeps, and each wake-up may come before the sleeper's condition holds
+// (part of a message published, part of the space freed), so a sleeper
+// that did not raise its flag again would stall until Poll.
+func TestNoLostWakeupsStreaming(t *testing.T) {
+	a, b := pair(t, &Options{Spin: -1, Poll: 10 * time.Second, RingSize: 4096})
+	ctx := context.Background()
+	n := 300
+	if testing.Short() {
+		n = 50
+	}
+	go func() {
+		buf := make([]byte, 3*4096+24)
+		for {
+			m, err := b.Recv(ctx, func(n int) []byte { return buf[:n] })
+			if err != nil || b.Send(ctx, nil, buf[:m]) != nil {
+				return
+			}
+		}
+	}()
+	out, in := make([]byte, 3*4096+24), make([]byte, 3*4096+24)
+	for i := range out {
+		out[i] = byte(i * 7)
+	}
+	for i := range n {
+		rt := time.Now()
+		if err := a.Send(ctx, nil, out); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Recv(ctx, func(n int) []byte { return in[:n] }); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(in, out) {
+			t.Fatalf("round trip %d: data differs", i)
+		}
+		if d := time.Since(rt); d > 5*time.Second {
+			t.Fatalf("round trip %d took %v: lost wake-up?", i, d)
+		}
+	}
+}

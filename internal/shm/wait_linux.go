@@ -165,11 +165,14 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 			<-woken
 		}()
 	}
-	flag.Store(1)
 	defer flag.Store(0)
 	last := time.Now()
 	slept := last
 	for {
+		// Raised before every look: a publisher clears it when it wakes
+		// us (wakeFlagged), and a sleep that did not end with our
+		// condition must ask again.
+		flag.Store(1)
 		s := seq.Load()
 		v := w.Load()
 		if ok(v) {
@@ -194,6 +197,18 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 				return 0, err
 			}
 		}
+	}
+}
+
+// wakeFlagged wakes the other side, whose flag the caller saw raised, if
+// the flag still asks for it, and clears the flag, so that a sleeper costs its publisher one wake-up, not one per
+// message published until its thread runs again: on a busy host that can be
+// many µs, and a sender pouring a window of messages into the ring made a
+// system call for each of them. The sleeper raises the flag again before
+// each look at its condition (awaitSpin).
+func wakeFlagged(flag, seq *atomic.Uint32) {
+	if flag.Swap(0) != 0 {
+		wake(seq)
 	}
 }
 
