@@ -33,7 +33,10 @@
 // With the hint gompi_cache_dir, writes go to a node-local cache directory
 // first, with a journal, and a background flusher writes them to the shared
 // file; Sync and Close wait for it, and after a crash the next Open (or
-// journal.Replay) writes what was acknowledged but not flushed.
+// journal.Replay) writes what was acknowledged but not flushed. With a
+// cache on every rank, each rank caches its own pieces of its host's
+// domains (no exchange): a rank reads its own cached writes at once,
+// other ranks' after Sync.
 //
 // Errors are values: *Error names the operation, the file, the rank and
 // the file offset; hint errors are *HintError. Nothing here exits the
@@ -45,6 +48,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -126,15 +130,21 @@ type File struct {
 	fd    *os.File
 	hints config
 	aggs  []int // aggregator ranks, in file-domain order
+	// hostOf numbers every rank's host; oneHost: all ranks on one.
+	hostOf  []int
+	oneHost bool
 
 	mu     sync.RWMutex // view and atomicity against independent operations
 	view   *view
 	views  []*view // every rank's view (collective operations)
 	atomic bool
 
-	cache  *cache // node-local write-back cache, nil without one
-	closed bool
-	noRead bool // write-only descriptor: no read-modify-write
+	cache *cache // node-local write-back cache, nil without one
+	// allCached: every rank has a cache, so collective writes cache each
+	// rank's pieces on its own host (see cachedLocal).
+	allCached bool
+	closed    bool
+	noRead    bool // write-only descriptor: no read-modify-write
 
 	bufMu sync.Mutex
 	cbufs [2][]byte // an aggregator's round buffers
@@ -268,6 +278,22 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return nil, err
 	}
+	// Cache hints may differ per rank; collective writes cache on the
+	// ranks themselves only when every rank has a cache.
+	mine := []int64{0}
+	if f.cache != nil {
+		mine[0] = 1
+	}
+	cached := make([]int64, f.comm.Size())
+	if err := mpi.Allgather(f.comm, mine, cached); err != nil {
+		f.fd.Close()
+		if f.cache != nil {
+			f.cache.close()
+		}
+		return fail(err)
+	}
+	f.allCached = !slices.Contains(cached, 0)
+	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
 	return f, nil
 }
 
@@ -302,11 +328,11 @@ func (f *File) setup() error {
 		// byte-exact, so disjoint pieces never collide).
 		f.hints.dsWrite = disable
 	}
-	aggs, err := chooseAggregators(f.comm, f.hints.cbNodes)
+	aggs, hostOf, err := chooseAggregators(f.comm, f.hints.cbNodes)
 	if err != nil {
 		return err
 	}
-	f.aggs = aggs
+	f.aggs, f.hostOf = aggs, hostOf
 	f.view = byteView(0)
 	f.views = make([]*view, f.comm.Size())
 	for i := range f.views {

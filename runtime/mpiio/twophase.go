@@ -74,6 +74,12 @@ type plan struct {
 	aggIndex int // this rank's aggregator index, -1 if none
 }
 
+// domain is aggregator a's file domain, clipped to the touched range.
+func (p *plan) domain(a int) (lo, hi int64) {
+	lo = p.base + int64(a)*p.dsize
+	return max(lo, p.lo), min(lo+p.dsize, p.hi)
+}
+
 func (p *plan) window(a, r int) (lo, hi int64) {
 	lo = p.base + int64(a)*p.dsize + int64(r)*p.cb
 	hi = min(lo+p.cb, p.base+int64(a+1)*p.dsize)
@@ -111,6 +117,13 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	}
 	if bad {
 		return 0, f.agree(op, lerr)
+	}
+	if !write && f.allCached {
+		// Every rank's cached writes (each rank caches its own pieces)
+		// reach the file before anyone reads it.
+		if err := f.agree(op, f.err(op, -1, f.cache.drain())); err != nil {
+			return 0, err
+		}
 	}
 	// The file ranges, and whether they are disjoint and aligned (then,
 	// in automatic mode, each rank does its own I/O).
@@ -268,7 +281,17 @@ type aggRound struct {
 	runs   []piece
 }
 
-func (f *File) aggRound(p *plan, r int) *aggRound {
+// viaAgg says whether rank s's pieces of aggregator ai's domain travel to
+// the aggregator in a collective write. With a cache on every rank, a
+// rank caches its pieces of the domains of its own host's aggregators
+// itself (no exchange, no copy: see cachedLocal), and only pieces of other
+// hosts' domains travel.
+func (f *File) viaAgg(s, ai int) bool {
+	return !f.allCached || f.hostOf[s] != f.hostOf[f.aggs[ai]]
+}
+
+// aggRound: write says which ranks' pieces the aggregator gets (viaAgg).
+func (f *File) aggRound(p *plan, r int, write bool) *aggRound {
 	lo, hi := p.window(p.aggIndex, r)
 	ar := &aggRound{lo: lo, hi: hi, from: make([][]piece, len(p.pos))}
 	if lo >= hi {
@@ -276,6 +299,9 @@ func (f *File) aggRound(p *plan, r int) *aggRound {
 	}
 	var all []piece
 	for s := range p.pos {
+		if write && !f.viaAgg(s, p.aggIndex) {
+			continue
+		}
 		ar.from[s] = collect(p.views[s], p.pos[s], p.n[s], lo, hi, nil)
 		all = append(all, ar.from[s]...)
 	}
@@ -313,6 +339,24 @@ func total(ps []piece) int64 {
 	return s
 }
 
+// cachedLocal caches this rank's pieces of its host's domains (every
+// rank has a cache): one extent, written straight from buf. Domains are
+// block-aligned and given to hosts whole, so the flushers of different
+// hosts never write one block; ranks of one host share its page cache.
+func (f *File) cachedLocal(p *plan, buf []byte) error {
+	var ps []piece
+	for ai, a := range f.aggs {
+		if f.hostOf[a] == f.hostOf[f.rank] {
+			lo, hi := p.domain(ai)
+			ps = collect(p.views[f.rank], p.pos[f.rank], p.n[f.rank], lo, hi, ps)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return f.err("write all", ps[0].off, f.cache.putv(ps, buf))
+}
+
 func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	ctx := f.ctx
 	me := f.rank
@@ -321,6 +365,14 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
+	}
+	var local chan error
+	if f.allCached {
+		if f.oneHost { // nothing travels
+			return f.cachedLocal(p, buf)
+		}
+		local = make(chan error, 1)
+		go func() { local <- f.cachedLocal(p, buf) }()
 	}
 	var bufs [2][]byte
 	if p.aggIndex >= 0 {
@@ -339,7 +391,7 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 		// Send my pieces of every other aggregator's window.
 		var sends []*mpi.Request
 		for ai, a := range f.aggs {
-			if a == me {
+			if a == me || !f.viaAgg(me, ai) {
 				continue
 			}
 			lo, hi := p.window(ai, r)
@@ -360,12 +412,14 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			}
 		}
 		if p.aggIndex >= 0 {
-			ar := f.aggRound(p, r)
+			ar := f.aggRound(p, r, true)
 			b := bufs[r%2]
 			ioWG[r%2].Wait() // round r-2's write is done with this buffer
 			if len(ar.runs) > 0 {
 				w := b[:ar.hi-ar.lo]
-				sv := sieved(ar.runs) && !f.noRead
+				// Not with local caching: the holes are other ranks' bytes,
+				// still in their caches.
+				sv := sieved(ar.runs) && !f.noRead && local == nil
 				if sv {
 					// Fill the holes with the file's bytes first.
 					slo, shi := ar.runs[0].off, ar.runs[len(ar.runs)-1].off+ar.runs[len(ar.runs)-1].len
@@ -455,6 +509,9 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	ioWG[0].Wait()
 	ioWG[1].Wait()
 	keep(ioErr)
+	if local != nil {
+		keep(<-local)
+	}
 	if wrote && f.cache == nil && f.hints.syncWrite && firstErr == nil {
 		keep(f.err("write all", -1, f.fd.Sync()))
 	}
@@ -514,7 +571,7 @@ func (f *File) twoPhaseRead(p *plan, buf []byte) (int64, error) {
 		bufs = f.buffers(min(p.cb, p.dsize))
 		rounds = make([]*aggRound, p.rounds)
 		for r := range rounds {
-			rounds[r] = f.aggRound(p, r)
+			rounds[r] = f.aggRound(p, r, false)
 		}
 		startRead(0)
 	}

@@ -220,29 +220,36 @@ const maxOff = int64(^uint64(0) >> 1)
 
 // chooseAggregators picks n aggregators (0: one per host), spreading them
 // over hosts: the k-th aggregator of a host is its k-th rank, and hosts
-// take turns. Every rank computes the same list.
-func chooseAggregators(comm *mpi.Comm, n int) ([]int, error) {
+// take turns. Every rank computes the same list. hostOf numbers every
+// rank's host (0, 1, ... in order of first appearance).
+func chooseAggregators(comm *mpi.Comm, n int) (aggs, hostOf []int, err error) {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "localhost"
 	}
+	if testHost != nil {
+		host = testHost(comm.Rank())
+	}
 	hosts, err := mpi.AllgatherValue(comm, host)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var order []string
 	byHost := map[string][]int{}
+	hostOf = make([]int, len(hosts))
+	index := map[string]int{}
 	for r, h := range hosts {
 		if _, ok := byHost[h]; !ok {
+			index[h] = len(order)
 			order = append(order, h)
 		}
 		byHost[h] = append(byHost[h], r)
+		hostOf[r] = index[h]
 	}
 	if n <= 0 {
 		n = len(order)
 	}
 	n = min(n, len(hosts))
-	var aggs []int
 	for k := 0; len(aggs) < n; k++ {
 		for _, h := range order {
 			if rs := byHost[h]; k < len(rs) && len(aggs) < n {
@@ -253,5 +260,9 @@ func chooseAggregators(comm *mpi.Comm, n int) ([]int, error) {
 	// Domain order follows rank order, so a host's domains are near its
 	// ranks' data for the common block decompositions.
 	sort.Ints(aggs)
-	return aggs, nil
+	return aggs, hostOf, nil
 }
+
+// testHost, when set (by tests), names a rank's host instead of
+// os.Hostname, so that one process can play several hosts.
+var testHost func(rank int) string
