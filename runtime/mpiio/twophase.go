@@ -3,6 +3,7 @@ package mpiio
 import (
 	"errors"
 	"io"
+	"os"
 	"sort"
 	"sync"
 
@@ -385,7 +386,7 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	// Packing and staging buffers, reused round after round (fresh 16 MiB
 	// allocations each round cost page faults and zeroing).
 	packBufs := make([][2][]byte, len(f.aggs))
-	stageBufs := make([][]byte, len(p.pos))
+	stageBufs := make([][2][]byte, len(p.pos))
 	wrote := false
 	for r := 0; r < p.rounds; r++ {
 		// Send my pieces of every other aggregator's window.
@@ -430,6 +431,12 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 					}
 					clear(seg[got:])
 				}
+				// Without sieving or cache, the round is written with
+				// pwritev straight from where its pieces are (the user's
+				// buffer, the round buffer, the staging buffers): no copy
+				// into the round buffer.
+				gather := !sv && f.cache == nil
+				var segs []segment
 				var recvs []*mpi.Request
 				type unpack struct {
 					stage []byte
@@ -442,18 +449,35 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 					}
 					if s == me {
 						for _, x := range ps {
-							copy(w[x.off-ar.lo:], buf[x.buf:x.buf+x.len])
+							if gather {
+								segs = append(segs, segment{x.off, buf[x.buf : x.buf+x.len]})
+							} else {
+								copy(w[x.off-ar.lo:], buf[x.buf:x.buf+x.len])
+							}
 						}
 						continue
 					}
 					if len(ps) <= directMax {
 						for _, x := range ps {
-							recvs = append(recvs, mpi.Irecv(f.comm, w[x.off-ar.lo:x.off-ar.lo+x.len], s, tagWrite))
+							d := w[x.off-ar.lo : x.off-ar.lo+x.len]
+							recvs = append(recvs, mpi.Irecv(f.comm, d, s, tagWrite))
+							if gather {
+								segs = append(segs, segment{x.off, d})
+							}
 						}
 					} else {
-						st := grow(&stageBufs[s], total(ps)) // unpacked this round
+						// Read by round r's pwritev until round r+2.
+						st := grow(&stageBufs[s][r%2], total(ps))
 						recvs = append(recvs, mpi.Irecv(f.comm, st, s, tagWrite))
-						unpacks = append(unpacks, unpack{st, ps})
+						if gather {
+							k := int64(0)
+							for _, x := range ps {
+								segs = append(segs, segment{x.off, st[k : k+x.len]})
+								k += x.len
+							}
+						} else {
+							unpacks = append(unpacks, unpack{st, ps})
+						}
 					}
 				}
 				_, err := mpi.WaitAll(ctx, recvs...)
@@ -473,6 +497,19 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 				ioWG[r%2].Add(1)
 				go func(w []byte, lo int64, rs []piece) {
 					defer ioWG[r%2].Done()
+					fail := func(off int64, err error) {
+						ioMu.Lock()
+						if ioErr == nil {
+							ioErr = f.err("write all", off, err)
+						}
+						ioMu.Unlock()
+					}
+					if gather {
+						if off, err := f.writeSegments(segs); err != nil {
+							fail(off, err)
+						}
+						return
+					}
 					for _, x := range rs {
 						var err error
 						if f.cache != nil {
@@ -480,18 +517,11 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 						} else {
 							_, err = pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
 							if err == nil && f.hints.syncWrite {
-								// Start the write-back now, so the disk works
-								// during the next rounds' exchange instead of
-								// all in the final fsync.
 								_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
 							}
 						}
 						if err != nil {
-							ioMu.Lock()
-							if ioErr == nil {
-								ioErr = f.err("write all", x.off, err)
-							}
-							ioMu.Unlock()
+							fail(x.off, err)
 							return
 						}
 					}
@@ -516,6 +546,77 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 		keep(f.err("write all", -1, f.fd.Sync()))
 	}
 	return firstErr
+}
+
+// segment is bytes b for file offset off.
+type segment struct {
+	off int64
+	b   []byte
+}
+
+// iovMax is Linux's IOV_MAX: the most buffers one pwritev takes.
+const iovMax = 1024
+
+// writeSegments writes segs (any order; overlapping ones, which only an
+// erroneous program makes, in offset order) with one pwritev per run
+// of file-contiguous segments (at most iovMax buffers each), and with
+// gompi_sync_write starts each run's write-back at once
+// (sync_file_range), so the disk works during the next rounds' exchange
+// instead of all of it in the final fsync. On failure it returns the
+// offset where it failed.
+func (f *File) writeSegments(segs []segment) (int64, error) {
+	sort.Slice(segs, func(i, j int) bool { return segs[i].off < segs[j].off })
+	iov := make([][]byte, 0, min(len(segs), iovMax))
+	for i := 0; i < len(segs); {
+		lo := segs[i].off
+		end := lo
+		iov = iov[:0]
+		for i < len(segs) && segs[i].off == end && len(iov) < iovMax {
+			iov = append(iov, segs[i].b)
+			end += int64(len(segs[i].b))
+			i++
+		}
+		if err := pwritevFull(f.fd, iov, lo); err != nil {
+			return lo, err
+		}
+		if f.hints.syncWrite {
+			_ = unix.SyncFileRange(int(f.fd.Fd()), lo, end-lo, unix.SYNC_FILE_RANGE_WRITE)
+		}
+	}
+	return 0, nil
+}
+
+// pwritevFull writes all of iov at off, continuing after short writes. It
+// consumes iov.
+func pwritevFull(fd *os.File, iov [][]byte, off int64) error {
+	for {
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
+		if len(iov) == 0 {
+			return nil
+		}
+		n, err := unix.Pwritev(int(fd.Fd()), iov, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		off += int64(n)
+		for n > 0 && len(iov) > 0 {
+			if k := min(n, len(iov[0])); k < len(iov[0]) {
+				iov[0] = iov[0][k:]
+				n = 0
+			} else {
+				n -= k
+				iov = iov[1:]
+			}
+		}
+	}
 }
 
 // twoPhaseRead returns the file offset where an aggregator's read came
