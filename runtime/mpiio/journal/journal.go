@@ -67,8 +67,14 @@ type Extent struct {
 	Len     int64
 	DataOff int64
 	CRC     uint32
-	Pieces  []Piece
+	// NoCRC: the data was not checksummed (a cache on tmpfs, where the
+	// data file cannot lose bytes its journal outlives); CRC is zero.
+	NoCRC  bool
+	Pieces []Piece
 }
+
+// flagNoCRC in a record's flags word: the extent has no data checksum.
+const flagNoCRC = 1
 
 // Piece is where Len bytes of a vectored extent go in the shared file.
 type Piece struct{ FileOff, Len int64 }
@@ -126,6 +132,9 @@ func record(kind [4]byte, e Extent) []byte {
 	binary.LittleEndian.PutUint64(b[24:], uint64(e.Len))
 	binary.LittleEndian.PutUint64(b[32:], uint64(e.DataOff))
 	binary.LittleEndian.PutUint32(b[40:], e.CRC)
+	if e.NoCRC {
+		binary.LittleEndian.PutUint32(b[44:], flagNoCRC)
+	}
 	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
 	return b
 }
@@ -172,6 +181,12 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 			Len:     int64(binary.LittleEndian.Uint64(r[24:])),
 			DataOff: int64(binary.LittleEndian.Uint64(r[32:])),
 			CRC:     binary.LittleEndian.Uint32(r[40:]),
+		}
+		switch flags := binary.LittleEndian.Uint32(r[44:]); {
+		case flags == flagNoCRC && [4]byte(r[:4]) != kindFlushed:
+			e.NoCRC = true
+		case flags != 0:
+			return target, nil, fmt.Errorf("%w: record %d has unknown flags %#x", ErrCorrupt, e.Seq, flags)
 		}
 		switch [4]byte(r[:4]) {
 		case kindExtent:
@@ -312,7 +327,7 @@ func apply(target, dataPath string, pending []Extent) error {
 		// The checksum is checked before anything is written: a corrupt
 		// extent must not reach the shared file.
 		crc := uint32(0)
-		for done := int64(0); done < e.Len; {
+		for done := int64(0); done < e.Len && !e.NoCRC; {
 			b := buf[:min(int64(len(buf)), e.Len-done)]
 			if _, err := data.ReadAt(b, e.DataOff+done); err != nil {
 				out.Close()
@@ -321,7 +336,7 @@ func apply(target, dataPath string, pending []Extent) error {
 			crc = crc32.Update(crc, castagnoli, b)
 			done += int64(len(b))
 		}
-		if crc != e.CRC {
+		if !e.NoCRC && crc != e.CRC {
 			out.Close()
 			return fmt.Errorf("%w: extent %d (file offset %d, %d bytes): data checksum mismatch", ErrCorrupt, e.Seq, e.FileOff, e.Len)
 		}

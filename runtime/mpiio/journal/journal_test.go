@@ -2,6 +2,7 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
@@ -179,5 +180,32 @@ func TestReplaySkipsLiveJournal(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); !bytes.Equal(b, data) {
 		t.Fatalf("replayed %q", b)
+	}
+}
+
+// An extent without a data checksum (a cache on tmpfs) is replayed
+// without the check; unknown flags are corruption.
+func TestNoCRC(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shared")
+	data := []byte("tmpfs")
+	e := Extent{Seq: 1, Len: 5, NoCRC: true, Pieces: []Piece{{3, 2}, {0, 3}}}
+	j := build(target, ExtentRecord(e))
+	if _, pend, err := Parse(j); err != nil || len(pend) != 1 || !reflect.DeepEqual(pend[0], e) {
+		t.Fatalf("parse: %+v %v", pend, err)
+	}
+	os.WriteFile(filepath.Join(dir, "k"+JournalSuffix), j, 0o600)
+	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
+	if _, err := ReplayDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "pfstm" {
+		t.Fatalf("replayed %q", b)
+	}
+	bad := ExtentRecord(Extent{Seq: 1, Len: 1})
+	bad[44] = 6
+	binary.LittleEndian.PutUint32(bad[4:], Checksum(bad[8:]))
+	if _, _, err := Parse(build(target, bad)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown flags: %v", err)
 	}
 }
