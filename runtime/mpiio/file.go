@@ -25,7 +25,8 @@
 // Consistency (docs/io.md): when a collective write returns, the bytes are
 // on the file system (aggregators fsync) and every rank has returned from
 // it; a rank that then opens the file, or calls Sync, reads them, also on
-// a caching client (Open and Sync drop the rank's cached pages). Because
+// a caching client (Open and Sync drop the rank's cached pages, except on
+// local file systems, whose page cache is coherent). Because
 // domains are block-aligned, two hosts never write one file-system block
 // in one collective call. SetAtomicity(true) makes overlapping
 // independent writes atomic with byte-range locks.
@@ -371,9 +372,33 @@ func nodeLocalLocks(fd *os.File) bool {
 }
 
 // dropCache asks the kernel to forget this file's cached pages, so the
-// next reads go to the file system (a caching client's pages may be stale).
+// next reads go to the file system (a caching client's pages may be
+// stale). On a local file system the page cache is the file system's own
+// view, coherent for every process of the host: dropping it would only
+// make the next reads go to the disk.
 func dropCache(fd *os.File) {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(fd.Fd()), &st) == nil && coherentFS(int64(st.Type)) {
+		return
+	}
 	_ = unix.Fadvise(int(fd.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// coherentFS: statfs types of local file systems, whose page cache is the
+// only cache of their files (anything else, FUSE, NFS, CIFS, Ceph, Lustre,
+// GPFS, 9p or unknown, may have clients with stale pages).
+func coherentFS(typ int64) bool {
+	switch typ {
+	case unix.EXT4_SUPER_MAGIC, // also ext2 and ext3
+		unix.XFS_SUPER_MAGIC,
+		unix.BTRFS_SUPER_MAGIC,
+		unix.TMPFS_MAGIC,
+		unix.F2FS_SUPER_MAGIC,
+		unix.OVERLAYFS_SUPER_MAGIC, // over a local upper layer (containers)
+		0x2fc12fc1:                 // ZFS
+		return true
+	}
+	return false
 }
 
 // Comm is the communicator the file was opened on (a duplicate).
