@@ -3,8 +3,8 @@ package mpiio
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sort"
+	"strconv"
 
 	mpi "github.com/gompi/gompi/runtime"
 )
@@ -223,14 +223,7 @@ const maxOff = int64(^uint64(0) >> 1)
 // take turns. Every rank computes the same list. hostOf numbers every
 // rank's host (0, 1, ... in order of first appearance).
 func chooseAggregators(comm *mpi.Comm, n int) (aggs, hostOf []int, err error) {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "localhost"
-	}
-	if testHost != nil {
-		host = testHost(comm.Rank())
-	}
-	hosts, err := mpi.AllgatherValue(comm, host)
+	hosts, err := hostNames(comm)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -263,6 +256,37 @@ func chooseAggregators(comm *mpi.Comm, n int) (aggs, hostOf []int, err error) {
 	return aggs, hostOf, nil
 }
 
-// testHost, when set (by tests), names a rank's host instead of
-// os.Hostname, so that one process can play several hosts.
+// hostNames names every rank's host, as the runtime tells hosts apart
+// (Comm.SplitShared: boot id, host name and mount namespace, so the
+// namespace hosts of a test cluster, which share a host name, are told
+// apart): by the lowest rank of comm on the host.
+func hostNames(comm *mpi.Comm) ([]string, error) {
+	if testHost != nil {
+		return mpi.AllgatherValue(comm, testHost(comm.Rank()))
+	}
+	sub, err := comm.SplitShared(0)
+	if err != nil {
+		return nil, err
+	}
+	low := []int64{int64(comm.Rank())}
+	err = mpi.Allreduce(sub, low, low, mpi.Min)
+	if ferr := sub.Free(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	all := make([]int64, comm.Size())
+	if err := mpi.Allgather(comm, low, all); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(all))
+	for r, l := range all {
+		names[r] = "host of rank " + strconv.FormatInt(l, 10)
+	}
+	return names, nil
+}
+
+// testHost, when set (by tests), names a rank's host, so that one process
+// can play several hosts.
 var testHost func(rank int) string
