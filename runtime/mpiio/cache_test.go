@@ -288,3 +288,46 @@ func TestCacheLocalPiecesTwoHosts(t *testing.T) {
 		}
 	}
 }
+
+// After a Sync, the next writes reuse the data file's space (no growth,
+// its pages already allocated) and read back right, before and after
+// another Sync.
+func TestCacheReusesDataAfterSync(t *testing.T) {
+	dir := t.TempDir()
+	path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, mpiio.Hints{"gompi_cache_dir": cdir})
+		if err != nil {
+			return err
+		}
+		for gen := 1; gen <= 3; gen++ {
+			buf := bytes.Repeat([]byte{byte(gen*10 + c.Rank())}, 5000)
+			if _, err := f.WriteAt(buf, int64(c.Rank()*5000)); err != nil {
+				return err
+			}
+			got := make([]byte, 5000)
+			if _, err := f.ReadAt(got, int64(c.Rank()*5000)); err != nil || !bytes.Equal(got, buf) {
+				return fmt.Errorf("generation %d: read %d, %v", gen, got[0], err)
+			}
+			if err := f.Sync(); err != nil {
+				return err
+			}
+			ds, _ := filepath.Glob(filepath.Join(cdir, "*-r"+strconv.Itoa(c.Rank())+journal.DataSuffix))
+			if len(ds) != 1 {
+				return fmt.Errorf("data files %v", ds)
+			}
+			st, err := os.Stat(ds[0])
+			if err != nil {
+				return err
+			}
+			if st.Size() != 5000 { // kept by the Sync, overwritten (not appended to) after it
+				return fmt.Errorf("generation %d: data file of %d bytes after Sync, want 5000", gen, st.Size())
+			}
+		}
+		return f.Close()
+	})
+	b, _ := os.ReadFile(path)
+	if len(b) != 10000 || b[0] != 30 || b[9999] != 31 {
+		t.Fatalf("file after close: %d bytes, %d %d", len(b), b[0], b[len(b)-1])
+	}
+}
