@@ -225,6 +225,7 @@ func run(ctx context.Context, comm *mpi.Comm, cfg config) (bool, error) {
 	if bad > 1 {
 		report += fmt.Sprintf("; %d of %d bytes wrong", bad, n)
 	}
+	naggs := len(f.Aggregators())
 	if err := f.Close(); err != nil {
 		return false, err
 	}
@@ -247,8 +248,8 @@ func run(ctx context.Context, comm *mpi.Comm, cfg config) (bool, error) {
 			if len(nhosts) == 1 {
 				by = "another rank (one host only)"
 			}
-			fmt.Printf("gompi-iocheck: ok: %d ranks on %d hosts wrote %d bytes to %s (%s); every byte verified by %s\n",
-				p, len(nhosts), n*int64(p), cfg.path, cfg.mode, by)
+			fmt.Printf("gompi-iocheck: ok: %d ranks on %d hosts wrote %d bytes to %s (%s); every byte verified by %s; %d aggregators\n",
+				p, len(nhosts), n*int64(p), cfg.path, cfg.mode, by, naggs)
 		}
 	}
 	return oks, nil

@@ -28,7 +28,9 @@ func record(i int) []byte { return bytes.Repeat([]byte{byte(i + 1)}, recLen) }
 
 // TestCrashChild is the process killed by TestCacheCrash: two ranks write
 // records collectively through a slow-flushing cache and print each
-// acknowledgement.
+// acknowledgement. Each rank's half of a record is four 512-byte pieces
+// interleaved with the other rank's (a vector view), so each call leaves
+// one vectored extent per rank in the journals.
 func TestCrashChild(t *testing.T) {
 	spec := os.Getenv(crashEnv)
 	if spec == "" {
@@ -42,10 +44,18 @@ func TestCrashChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		const blk = 512
+		ft, err := mpi.Vector(records*recLen/(2*blk), blk, 2*blk, mpi.Byte)
+		if err == nil {
+			err = f.SetView(int64(c.Rank()*blk), mpi.Byte, ft)
+		}
+		if err != nil {
+			return err
+		}
 		for i := 0; i < records; i++ {
 			// Each rank writes half of record i.
 			h := recLen / 2
-			if _, err := f.WriteAtAll(record(i)[:h], int64(i*recLen+c.Rank()*h)); err != nil {
+			if _, err := f.WriteAtAll(record(i)[:h], int64(i*h)); err != nil {
 				return err
 			}
 			if c.Rank() == 0 {
@@ -69,6 +79,17 @@ func TestCacheCrash(t *testing.T) {
 		t.Run(strconv.Itoa(k), func(t *testing.T) {
 			dir := t.TempDir()
 			path, cdir := filepath.Join(dir, "shared"), filepath.Join(dir, "cache")
+			// Half of the points with the cache on tmpfs, whose extents
+			// carry no data checksum.
+			tmpfs := pi%4 >= 2 || testing.Short() && pi == 1
+			if tmpfs {
+				shm, err := os.MkdirTemp("/dev/shm", "gompi-cache-crash-")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { os.RemoveAll(shm) })
+				cdir = filepath.Join(shm, "cache")
+			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 			cmd.Env = append(os.Environ(), crashEnv+"="+path+"|"+cdir)
 			stdout, err := cmd.StdoutPipe()
@@ -93,6 +114,19 @@ func TestCacheCrash(t *testing.T) {
 			cmd.Wait()
 			if acked+1 < k {
 				t.Fatalf("child acknowledged only %d records", acked+1)
+			}
+			js, _ := filepath.Glob(filepath.Join(cdir, "*"+journal.JournalSuffix))
+			for _, j := range js {
+				b, _ := os.ReadFile(j)
+				_, pend, err := journal.Parse(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range pend {
+					if e.NoCRC != tmpfs {
+						t.Fatalf("extent %d: NoCRC %v with the cache on tmpfs %v", e.Seq, e.NoCRC, tmpfs)
+					}
+				}
 			}
 			if pi%2 == 0 {
 				if _, err := journal.ReplayDir(cdir); err != nil {
@@ -137,16 +171,16 @@ func TestCacheReadBack(t *testing.T) {
 		if _, err := f.WriteAtAll(buf, int64(c.Rank()*10000)); err != nil {
 			return err
 		}
-		// The aggregator's own reads see its cache at once; other ranks'
-		// after Sync (MPI's sync-barrier-sync rule).
-		if c.Rank() == 0 {
-			if sz, err := f.Size(); err != nil || sz != 30000 {
-				return fmt.Errorf("size %d, %v", sz, err)
-			}
-			got := make([]byte, 30000)
-			if _, err := f.ReadAt(got, 0); err != nil || got[0] != 1 || got[29999] != 3 {
-				return fmt.Errorf("aggregator read before sync: %d %d %v", got[0], got[29999], err)
-			}
+		// A rank's own reads see its cached writes at once (each rank
+		// caches its own pieces); other ranks' after Sync (MPI's
+		// sync-barrier-sync rule).
+		end := int64(c.Rank()+1) * 10000
+		if sz, err := f.Size(); err != nil || sz < end {
+			return fmt.Errorf("size %d before sync, want at least %d, %v", sz, end, err)
+		}
+		own := make([]byte, 10000)
+		if _, err := f.ReadAt(own, end-10000); err != nil || !bytes.Equal(own, buf) {
+			return fmt.Errorf("own bytes before sync: %d..%d %v", own[0], own[9999], err)
 		}
 		if err := f.Sync(); err != nil {
 			return err
@@ -163,5 +197,137 @@ func TestCacheReadBack(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if len(b) != 30000 || b[0] != 1 || b[29999] != 3 {
 		t.Fatalf("file after close: %d bytes", len(b))
+	}
+}
+
+// With a cache on every rank, each rank caches its own pieces of its
+// host's domains, and only pieces of other hosts' domains travel: no
+// file-system block has cached bytes from two hosts (ranks 0,1 play host
+// a, ranks 2,3 host b), and the file is right after Close.
+func TestCacheLocalPiecesTwoHosts(t *testing.T) {
+	restore := mpiio.SetTestHosts(func(rank int) string { return []string{"a", "a", "b", "b"}[rank] })
+	defer restore()
+	dir := t.TempDir()
+	path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+	const rec, n, bs = 3000, 40, 4096 // records straddle blocks
+	runRanks(t, 4, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly,
+			mpiio.Hints{"gompi_cache_dir": cdir, "gompi_cache_flush_delay": "1h", "striping_unit": strconv.Itoa(bs)})
+		if err != nil {
+			return err
+		}
+		ct, _ := mpi.Contiguous(rec, mpi.Byte)
+		ft, _ := mpi.Resized(ct, 0, rec*4)
+		if err := f.SetView(int64(rec*c.Rank()), mpi.Byte, ft); err != nil {
+			return err
+		}
+		buf := make([]byte, rec*n)
+		for i := range buf {
+			buf[i] = byte(c.Rank()*50 + i/rec)
+		}
+		if _, err := f.WriteAtAll(buf, 0); err != nil {
+			return err
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			// Nothing is flushed yet (the flusher waits an hour): read
+			// every rank's journal.
+			host := map[int64]string{} // block -> host with cached bytes there
+			js, _ := filepath.Glob(filepath.Join(cdir, "*"+journal.JournalSuffix))
+			if len(js) != 4 {
+				return fmt.Errorf("%d journals, want 4", len(js))
+			}
+			for _, j := range js {
+				b, err := os.ReadFile(j)
+				if err != nil {
+					return err
+				}
+				_, pend, err := journal.Parse(b)
+				if err != nil {
+					return err
+				}
+				r, _ := strconv.Atoi(j[strings.LastIndex(j, "-r")+2 : len(j)-len(journal.JournalSuffix)])
+				h := []string{"a", "a", "b", "b"}[r]
+				if len(pend) == 0 {
+					return fmt.Errorf("rank %d cached nothing of its own", r)
+				}
+				for _, e := range pend {
+					e.Each(func(off, _, l int64) error {
+						for b := off / bs; b <= (off+l-1)/bs; b++ {
+							if o, ok := host[b]; ok && o != h {
+								err = fmt.Errorf("block %d has cached bytes from hosts %s and %s", b, o, h)
+							}
+							host[b] = h
+						}
+						return nil
+					})
+					if err != nil {
+						return err
+					}
+				}
+			}
+			if len(host) != (4*rec*n+bs-1)/bs {
+				return fmt.Errorf("cached blocks %d, want %d", len(host), (4*rec*n+bs-1)/bs)
+			}
+		}
+		if err := c.Barrier(); err != nil { // no Close (which flushes) before the check
+			return err
+		}
+		return f.Close() // the drain cuts the flusher's delay short
+	})
+	b, _ := os.ReadFile(path)
+	if len(b) != 4*rec*n {
+		t.Fatalf("file has %d bytes, want %d", len(b), 4*rec*n)
+	}
+	for k := 0; k < n*4; k++ {
+		r, i := k%4, k/4
+		if b[k*rec] != byte(r*50+i) || b[k*rec+rec-1] != byte(r*50+i) {
+			t.Fatalf("record %d of rank %d: %d", i, r, b[k*rec])
+		}
+	}
+}
+
+// After a Sync, the next writes reuse the data file's space (no growth,
+// its pages already allocated) and read back right, before and after
+// another Sync.
+func TestCacheReusesDataAfterSync(t *testing.T) {
+	dir := t.TempDir()
+	path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, mpiio.Hints{"gompi_cache_dir": cdir})
+		if err != nil {
+			return err
+		}
+		for gen := 1; gen <= 3; gen++ {
+			buf := bytes.Repeat([]byte{byte(gen*10 + c.Rank())}, 5000)
+			if _, err := f.WriteAt(buf, int64(c.Rank()*5000)); err != nil {
+				return err
+			}
+			got := make([]byte, 5000)
+			if _, err := f.ReadAt(got, int64(c.Rank()*5000)); err != nil || !bytes.Equal(got, buf) {
+				return fmt.Errorf("generation %d: read %d, %v", gen, got[0], err)
+			}
+			if err := f.Sync(); err != nil {
+				return err
+			}
+			ds, _ := filepath.Glob(filepath.Join(cdir, "*-r"+strconv.Itoa(c.Rank())+journal.DataSuffix))
+			if len(ds) != 1 {
+				return fmt.Errorf("data files %v", ds)
+			}
+			st, err := os.Stat(ds[0])
+			if err != nil {
+				return err
+			}
+			if st.Size() != 5000 { // kept by the Sync, overwritten (not appended to) after it
+				return fmt.Errorf("generation %d: data file of %d bytes after Sync, want 5000", gen, st.Size())
+			}
+		}
+		return f.Close()
+	})
+	b, _ := os.ReadFile(path)
+	if len(b) != 10000 || b[0] != 30 || b[9999] != 31 {
+		t.Fatalf("file after close: %d bytes, %d %d", len(b), b[0], b[len(b)-1])
 	}
 }

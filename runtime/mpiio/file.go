@@ -25,7 +25,8 @@
 // Consistency (docs/io.md): when a collective write returns, the bytes are
 // on the file system (aggregators fsync) and every rank has returned from
 // it; a rank that then opens the file, or calls Sync, reads them, also on
-// a caching client (Open and Sync drop the rank's cached pages). Because
+// a caching client (Open and Sync drop the rank's cached pages, except on
+// local file systems, whose page cache is coherent). Because
 // domains are block-aligned, two hosts never write one file-system block
 // in one collective call. SetAtomicity(true) makes overlapping
 // independent writes atomic with byte-range locks.
@@ -33,7 +34,10 @@
 // With the hint gompi_cache_dir, writes go to a node-local cache directory
 // first, with a journal, and a background flusher writes them to the shared
 // file; Sync and Close wait for it, and after a crash the next Open (or
-// journal.Replay) writes what was acknowledged but not flushed.
+// journal.Replay) writes what was acknowledged but not flushed. With a
+// cache on every rank, each rank caches its own pieces of its host's
+// domains (no exchange): a rank reads its own cached writes at once,
+// other ranks' after Sync.
 //
 // Errors are values: *Error names the operation, the file, the rank and
 // the file offset; hint errors are *HintError. Nothing here exits the
@@ -45,6 +49,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -126,15 +131,21 @@ type File struct {
 	fd    *os.File
 	hints config
 	aggs  []int // aggregator ranks, in file-domain order
+	// hostOf numbers every rank's host; oneHost: all ranks on one.
+	hostOf  []int
+	oneHost bool
 
 	mu     sync.RWMutex // view and atomicity against independent operations
 	view   *view
 	views  []*view // every rank's view (collective operations)
 	atomic bool
 
-	cache  *cache // node-local write-back cache, nil without one
-	closed bool
-	noRead bool // write-only descriptor: no read-modify-write
+	cache *cache // node-local write-back cache, nil without one
+	// allCached: every rank has a cache, so collective writes cache each
+	// rank's pieces on its own host (see cachedLocal).
+	allCached bool
+	closed    bool
+	noRead    bool // write-only descriptor: no read-modify-write
 
 	bufMu sync.Mutex
 	cbufs [2][]byte // an aggregator's round buffers
@@ -268,6 +279,22 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return nil, err
 	}
+	// Cache hints may differ per rank; collective writes cache on the
+	// ranks themselves only when every rank has a cache.
+	mine := []int64{0}
+	if f.cache != nil {
+		mine[0] = 1
+	}
+	cached := make([]int64, f.comm.Size())
+	if err := mpi.Allgather(f.comm, mine, cached); err != nil {
+		f.fd.Close()
+		if f.cache != nil {
+			f.cache.close()
+		}
+		return fail(err)
+	}
+	f.allCached = !slices.Contains(cached, 0)
+	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
 	return f, nil
 }
 
@@ -302,11 +329,11 @@ func (f *File) setup() error {
 		// byte-exact, so disjoint pieces never collide).
 		f.hints.dsWrite = disable
 	}
-	aggs, err := chooseAggregators(f.comm, f.hints.cbNodes)
+	aggs, hostOf, err := chooseAggregators(f.comm, f.hints.cbNodes)
 	if err != nil {
 		return err
 	}
-	f.aggs = aggs
+	f.aggs, f.hostOf = aggs, hostOf
 	f.view = byteView(0)
 	f.views = make([]*view, f.comm.Size())
 	for i := range f.views {
@@ -345,9 +372,33 @@ func nodeLocalLocks(fd *os.File) bool {
 }
 
 // dropCache asks the kernel to forget this file's cached pages, so the
-// next reads go to the file system (a caching client's pages may be stale).
+// next reads go to the file system (a caching client's pages may be
+// stale). On a local file system the page cache is the file system's own
+// view, coherent for every process of the host: dropping it would only
+// make the next reads go to the disk.
 func dropCache(fd *os.File) {
+	var st unix.Statfs_t
+	if unix.Fstatfs(int(fd.Fd()), &st) == nil && coherentFS(int64(st.Type)) {
+		return
+	}
 	_ = unix.Fadvise(int(fd.Fd()), 0, 0, unix.FADV_DONTNEED)
+}
+
+// coherentFS: statfs types of local file systems, whose page cache is the
+// only cache of their files (anything else, FUSE, NFS, CIFS, Ceph, Lustre,
+// GPFS, 9p or unknown, may have clients with stale pages).
+func coherentFS(typ int64) bool {
+	switch typ {
+	case unix.EXT4_SUPER_MAGIC, // also ext2 and ext3
+		unix.XFS_SUPER_MAGIC,
+		unix.BTRFS_SUPER_MAGIC,
+		unix.TMPFS_MAGIC,
+		unix.F2FS_SUPER_MAGIC,
+		unix.OVERLAYFS_SUPER_MAGIC, // over a local upper layer (containers)
+		0x2fc12fc1:                 // ZFS
+		return true
+	}
+	return false
 }
 
 // Comm is the communicator the file was opened on (a duplicate).

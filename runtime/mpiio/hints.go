@@ -30,7 +30,8 @@ import (
 //	gompi_cache_flush   bytes of cached extents the flusher writes per
 //	                    pwrite (default 4 MiB)
 //	gompi_cache_flush_delay  a pause before each flush (a Go duration;
-//	                    for tests of crash recovery; default 0)
+//	                    for tests of crash recovery; a Sync or Close
+//	                    cuts it short; default 0)
 type Hints map[string]string
 
 // HintError is a known hint with a value it cannot take.

@@ -199,14 +199,12 @@ func (f *File) writeAt(v *view, atomic bool, buf []byte, off int64) (int, error)
 		locked = true
 	}
 	if f.cache != nil {
-		n := int64(0)
-		for _, p := range ps {
-			if err := f.cache.put(p.off, buf[p.buf:p.buf+p.len]); err != nil {
-				return int(n), f.err("write", p.off, err)
-			}
-			n += p.len
+		// All of the call's pieces as one extent: one append of the data,
+		// one journal record.
+		if err := f.cache.putv(ps, buf); err != nil {
+			return 0, f.err("write", ps[0].off, err)
 		}
-		return int(n), nil
+		return int(total(ps)), nil
 	}
 	n := int64(0)
 	if sieve(f.hints.dsWrite, ps) {

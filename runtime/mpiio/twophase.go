@@ -3,6 +3,7 @@ package mpiio
 import (
 	"errors"
 	"io"
+	"os"
 	"sort"
 	"sync"
 
@@ -74,6 +75,12 @@ type plan struct {
 	aggIndex int // this rank's aggregator index, -1 if none
 }
 
+// domain is aggregator a's file domain, clipped to the touched range.
+func (p *plan) domain(a int) (lo, hi int64) {
+	lo = p.base + int64(a)*p.dsize
+	return max(lo, p.lo), min(lo+p.dsize, p.hi)
+}
+
 func (p *plan) window(a, r int) (lo, hi int64) {
 	lo = p.base + int64(a)*p.dsize + int64(r)*p.cb
 	hi = min(lo+p.cb, p.base+int64(a+1)*p.dsize)
@@ -111,6 +118,13 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	}
 	if bad {
 		return 0, f.agree(op, lerr)
+	}
+	if !write && f.allCached {
+		// Every rank's cached writes (each rank caches its own pieces)
+		// reach the file before anyone reads it.
+		if err := f.agree(op, f.err(op, -1, f.cache.drain())); err != nil {
+			return 0, err
+		}
 	}
 	// The file ranges, and whether they are disjoint and aligned (then,
 	// in automatic mode, each rank does its own I/O).
@@ -268,7 +282,17 @@ type aggRound struct {
 	runs   []piece
 }
 
-func (f *File) aggRound(p *plan, r int) *aggRound {
+// viaAgg says whether rank s's pieces of aggregator ai's domain travel to
+// the aggregator in a collective write. With a cache on every rank, a
+// rank caches its pieces of the domains of its own host's aggregators
+// itself (no exchange, no copy: see cachedLocal), and only pieces of other
+// hosts' domains travel.
+func (f *File) viaAgg(s, ai int) bool {
+	return !f.allCached || f.hostOf[s] != f.hostOf[f.aggs[ai]]
+}
+
+// aggRound: write says which ranks' pieces the aggregator gets (viaAgg).
+func (f *File) aggRound(p *plan, r int, write bool) *aggRound {
 	lo, hi := p.window(p.aggIndex, r)
 	ar := &aggRound{lo: lo, hi: hi, from: make([][]piece, len(p.pos))}
 	if lo >= hi {
@@ -276,6 +300,9 @@ func (f *File) aggRound(p *plan, r int) *aggRound {
 	}
 	var all []piece
 	for s := range p.pos {
+		if write && !f.viaAgg(s, p.aggIndex) {
+			continue
+		}
 		ar.from[s] = collect(p.views[s], p.pos[s], p.n[s], lo, hi, nil)
 		all = append(all, ar.from[s]...)
 	}
@@ -313,6 +340,24 @@ func total(ps []piece) int64 {
 	return s
 }
 
+// cachedLocal caches this rank's pieces of its host's domains (every
+// rank has a cache): one extent, written straight from buf. Domains are
+// block-aligned and given to hosts whole, so the flushers of different
+// hosts never write one block; ranks of one host share its page cache.
+func (f *File) cachedLocal(p *plan, buf []byte) error {
+	var ps []piece
+	for ai, a := range f.aggs {
+		if f.hostOf[a] == f.hostOf[f.rank] {
+			lo, hi := p.domain(ai)
+			ps = collect(p.views[f.rank], p.pos[f.rank], p.n[f.rank], lo, hi, ps)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	return f.err("write all", ps[0].off, f.cache.putv(ps, buf))
+}
+
 func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	ctx := f.ctx
 	me := f.rank
@@ -321,6 +366,14 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
+	}
+	var local chan error
+	if f.allCached {
+		if f.oneHost { // nothing travels
+			return f.cachedLocal(p, buf)
+		}
+		local = make(chan error, 1)
+		go func() { local <- f.cachedLocal(p, buf) }()
 	}
 	var bufs [2][]byte
 	if p.aggIndex >= 0 {
@@ -333,13 +386,13 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	// Packing and staging buffers, reused round after round (fresh 16 MiB
 	// allocations each round cost page faults and zeroing).
 	packBufs := make([][2][]byte, len(f.aggs))
-	stageBufs := make([][]byte, len(p.pos))
+	stageBufs := make([][2][]byte, len(p.pos))
 	wrote := false
 	for r := 0; r < p.rounds; r++ {
 		// Send my pieces of every other aggregator's window.
 		var sends []*mpi.Request
 		for ai, a := range f.aggs {
-			if a == me {
+			if a == me || !f.viaAgg(me, ai) {
 				continue
 			}
 			lo, hi := p.window(ai, r)
@@ -360,12 +413,14 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			}
 		}
 		if p.aggIndex >= 0 {
-			ar := f.aggRound(p, r)
+			ar := f.aggRound(p, r, true)
 			b := bufs[r%2]
 			ioWG[r%2].Wait() // round r-2's write is done with this buffer
 			if len(ar.runs) > 0 {
 				w := b[:ar.hi-ar.lo]
-				sv := sieved(ar.runs) && !f.noRead
+				// Not with local caching: the holes are other ranks' bytes,
+				// still in their caches.
+				sv := sieved(ar.runs) && !f.noRead && local == nil
 				if sv {
 					// Fill the holes with the file's bytes first.
 					slo, shi := ar.runs[0].off, ar.runs[len(ar.runs)-1].off+ar.runs[len(ar.runs)-1].len
@@ -376,6 +431,12 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 					}
 					clear(seg[got:])
 				}
+				// Without sieving or cache, the round is written with
+				// pwritev straight from where its pieces are (the user's
+				// buffer, the round buffer, the staging buffers): no copy
+				// into the round buffer.
+				gather := !sv && f.cache == nil
+				var segs []segment
 				var recvs []*mpi.Request
 				type unpack struct {
 					stage []byte
@@ -388,18 +449,35 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 					}
 					if s == me {
 						for _, x := range ps {
-							copy(w[x.off-ar.lo:], buf[x.buf:x.buf+x.len])
+							if gather {
+								segs = append(segs, segment{x.off, buf[x.buf : x.buf+x.len]})
+							} else {
+								copy(w[x.off-ar.lo:], buf[x.buf:x.buf+x.len])
+							}
 						}
 						continue
 					}
 					if len(ps) <= directMax {
 						for _, x := range ps {
-							recvs = append(recvs, mpi.Irecv(f.comm, w[x.off-ar.lo:x.off-ar.lo+x.len], s, tagWrite))
+							d := w[x.off-ar.lo : x.off-ar.lo+x.len]
+							recvs = append(recvs, mpi.Irecv(f.comm, d, s, tagWrite))
+							if gather {
+								segs = append(segs, segment{x.off, d})
+							}
 						}
 					} else {
-						st := grow(&stageBufs[s], total(ps)) // unpacked this round
+						// Read by round r's pwritev until round r+2.
+						st := grow(&stageBufs[s][r%2], total(ps))
 						recvs = append(recvs, mpi.Irecv(f.comm, st, s, tagWrite))
-						unpacks = append(unpacks, unpack{st, ps})
+						if gather {
+							k := int64(0)
+							for _, x := range ps {
+								segs = append(segs, segment{x.off, st[k : k+x.len]})
+								k += x.len
+							}
+						} else {
+							unpacks = append(unpacks, unpack{st, ps})
+						}
 					}
 				}
 				_, err := mpi.WaitAll(ctx, recvs...)
@@ -419,6 +497,19 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 				ioWG[r%2].Add(1)
 				go func(w []byte, lo int64, rs []piece) {
 					defer ioWG[r%2].Done()
+					fail := func(off int64, err error) {
+						ioMu.Lock()
+						if ioErr == nil {
+							ioErr = f.err("write all", off, err)
+						}
+						ioMu.Unlock()
+					}
+					if gather {
+						if off, err := f.writeSegments(segs); err != nil {
+							fail(off, err)
+						}
+						return
+					}
 					for _, x := range rs {
 						var err error
 						if f.cache != nil {
@@ -426,18 +517,11 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 						} else {
 							_, err = pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
 							if err == nil && f.hints.syncWrite {
-								// Start the write-back now, so the disk works
-								// during the next rounds' exchange instead of
-								// all in the final fsync.
 								_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
 							}
 						}
 						if err != nil {
-							ioMu.Lock()
-							if ioErr == nil {
-								ioErr = f.err("write all", x.off, err)
-							}
-							ioMu.Unlock()
+							fail(x.off, err)
 							return
 						}
 					}
@@ -455,10 +539,84 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 	ioWG[0].Wait()
 	ioWG[1].Wait()
 	keep(ioErr)
+	if local != nil {
+		keep(<-local)
+	}
 	if wrote && f.cache == nil && f.hints.syncWrite && firstErr == nil {
 		keep(f.err("write all", -1, f.fd.Sync()))
 	}
 	return firstErr
+}
+
+// segment is bytes b for file offset off.
+type segment struct {
+	off int64
+	b   []byte
+}
+
+// iovMax is Linux's IOV_MAX: the most buffers one pwritev takes.
+const iovMax = 1024
+
+// writeSegments writes segs (any order; overlapping ones, which only an
+// erroneous program makes, in offset order) with one pwritev per run
+// of file-contiguous segments (at most iovMax buffers each), and with
+// gompi_sync_write starts each run's write-back at once
+// (sync_file_range), so the disk works during the next rounds' exchange
+// instead of all of it in the final fsync. On failure it returns the
+// offset where it failed.
+func (f *File) writeSegments(segs []segment) (int64, error) {
+	sort.Slice(segs, func(i, j int) bool { return segs[i].off < segs[j].off })
+	iov := make([][]byte, 0, min(len(segs), iovMax))
+	for i := 0; i < len(segs); {
+		lo := segs[i].off
+		end := lo
+		iov = iov[:0]
+		for i < len(segs) && segs[i].off == end && len(iov) < iovMax {
+			iov = append(iov, segs[i].b)
+			end += int64(len(segs[i].b))
+			i++
+		}
+		if err := pwritevFull(f.fd, iov, lo); err != nil {
+			return lo, err
+		}
+		if f.hints.syncWrite {
+			_ = unix.SyncFileRange(int(f.fd.Fd()), lo, end-lo, unix.SYNC_FILE_RANGE_WRITE)
+		}
+	}
+	return 0, nil
+}
+
+// pwritevFull writes all of iov at off, continuing after short writes. It
+// consumes iov.
+func pwritevFull(fd *os.File, iov [][]byte, off int64) error {
+	for {
+		for len(iov) > 0 && len(iov[0]) == 0 {
+			iov = iov[1:]
+		}
+		if len(iov) == 0 {
+			return nil
+		}
+		n, err := unix.Pwritev(int(fd.Fd()), iov, off)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return io.ErrShortWrite
+		}
+		off += int64(n)
+		for n > 0 && len(iov) > 0 {
+			if k := min(n, len(iov[0])); k < len(iov[0]) {
+				iov[0] = iov[0][k:]
+				n = 0
+			} else {
+				n -= k
+				iov = iov[1:]
+			}
+		}
+	}
 }
 
 // twoPhaseRead returns the file offset where an aggregator's read came
@@ -514,7 +672,7 @@ func (f *File) twoPhaseRead(p *plan, buf []byte) (int64, error) {
 		bufs = f.buffers(min(p.cb, p.dsize))
 		rounds = make([]*aggRound, p.rounds)
 		for r := range rounds {
-			rounds[r] = f.aggRound(p, r)
+			rounds[r] = f.aggRound(p, r, false)
 		}
 		startRead(0)
 	}

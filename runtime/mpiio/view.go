@@ -3,8 +3,8 @@ package mpiio
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sort"
+	"strconv"
 
 	mpi "github.com/gompi/gompi/runtime"
 )
@@ -220,29 +220,29 @@ const maxOff = int64(^uint64(0) >> 1)
 
 // chooseAggregators picks n aggregators (0: one per host), spreading them
 // over hosts: the k-th aggregator of a host is its k-th rank, and hosts
-// take turns. Every rank computes the same list.
-func chooseAggregators(comm *mpi.Comm, n int) ([]int, error) {
-	host, err := os.Hostname()
+// take turns. Every rank computes the same list. hostOf numbers every
+// rank's host (0, 1, ... in order of first appearance).
+func chooseAggregators(comm *mpi.Comm, n int) (aggs, hostOf []int, err error) {
+	hosts, err := hostNames(comm)
 	if err != nil {
-		host = "localhost"
-	}
-	hosts, err := mpi.AllgatherValue(comm, host)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var order []string
 	byHost := map[string][]int{}
+	hostOf = make([]int, len(hosts))
+	index := map[string]int{}
 	for r, h := range hosts {
 		if _, ok := byHost[h]; !ok {
+			index[h] = len(order)
 			order = append(order, h)
 		}
 		byHost[h] = append(byHost[h], r)
+		hostOf[r] = index[h]
 	}
 	if n <= 0 {
 		n = len(order)
 	}
 	n = min(n, len(hosts))
-	var aggs []int
 	for k := 0; len(aggs) < n; k++ {
 		for _, h := range order {
 			if rs := byHost[h]; k < len(rs) && len(aggs) < n {
@@ -253,5 +253,40 @@ func chooseAggregators(comm *mpi.Comm, n int) ([]int, error) {
 	// Domain order follows rank order, so a host's domains are near its
 	// ranks' data for the common block decompositions.
 	sort.Ints(aggs)
-	return aggs, nil
+	return aggs, hostOf, nil
 }
+
+// hostNames names every rank's host, as the runtime tells hosts apart
+// (Comm.SplitShared: boot id, host name and mount namespace, so the
+// namespace hosts of a test cluster, which share a host name, are told
+// apart): by the lowest rank of comm on the host.
+func hostNames(comm *mpi.Comm) ([]string, error) {
+	if testHost != nil {
+		return mpi.AllgatherValue(comm, testHost(comm.Rank()))
+	}
+	sub, err := comm.SplitShared(0)
+	if err != nil {
+		return nil, err
+	}
+	low := []int64{int64(comm.Rank())}
+	err = mpi.Allreduce(sub, low, low, mpi.Min)
+	if ferr := sub.Free(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	all := make([]int64, comm.Size())
+	if err := mpi.Allgather(comm, low, all); err != nil {
+		return nil, err
+	}
+	names := make([]string, len(all))
+	for r, l := range all {
+		names[r] = "host of rank " + strconv.FormatInt(l, 10)
+	}
+	return names, nil
+}
+
+// testHost, when set (by tests), names a rank's host, so that one process
+// can play several hosts.
+var testHost func(rank int) string

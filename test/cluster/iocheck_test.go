@@ -47,6 +47,11 @@ func TestIOCheckOnSharedFS(t *testing.T) {
 		// pieces themselves on FUSE (with sieving, hosts undid each
 		// other's bytes here).
 		{"independent-sieving", []string{"-mode", "coll", "-H", "romio_cb_write=disable", "-H", "romio_ds_write=enable"}},
+		// Node-local write-back cache on every rank: each rank caches its
+		// own pieces of its host's (block-aligned) domains, pieces of
+		// other hosts' domains travel to their aggregator; Sync drains
+		// every rank's flusher before anyone reads.
+		{"cached", []string{"-mode", "coll", "-H", "gompi_cache_dir=/tmp/gompi-iocheck-cache"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-hosts", c.HostList(2), "-n", "6", iocheck}, tc.args...)
@@ -56,6 +61,11 @@ func TestIOCheckOnSharedFS(t *testing.T) {
 				t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 			}
 			t.Log(strings.TrimSpace(r.Stdout))
+			// One aggregator per host by default: the package tells the
+			// namespace hosts apart although they share a host name.
+			if !strings.Contains(r.Stdout, "; 3 aggregators") {
+				t.Fatalf("want 3 aggregators (one per host):\n%s", r.Stdout)
+			}
 			if left := testkit.WaitGone(5*time.Second, func() []int { return testkit.MarkedProcs(j.Marker) }); left != nil {
 				t.Fatalf("processes of the job still alive: %v", left)
 			}

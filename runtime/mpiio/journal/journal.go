@@ -6,10 +6,11 @@
 // A cache holds, per open file and rank, two files in the cache directory:
 // <key>.data, the written bytes appended in order, and <key>.jnl, the
 // journal. The journal starts with a header naming the shared file, then
-// fixed-size records: an extent record (the bytes at dataOff..+len of
-// .data belong at fileOff of the shared file, with their CRC-32C) is
-// appended after its data, and acknowledges the write; a flushed record
-// says every extent up to a sequence number is on the shared file.
+// records: an extent record (the bytes at dataOff..+len of .data belong
+// at fileOff of the shared file, or, for a vectored extent, at a list of
+// file pieces in turn; with their CRC-32C) is appended after its data, and
+// acknowledges the write; a flushed record says every extent up to a
+// sequence number is on the shared file.
 // Replay writes, in order, every acknowledged extent after the last
 // flushed record, syncs the shared file, and removes the pair. A torn
 // record at the tail (a crash while appending) was never acknowledged and
@@ -37,11 +38,19 @@ const (
 var (
 	headerMagic = [8]byte{'G', 'M', 'P', 'I', 'J', 'N', 'L', '1'}
 	kindExtent  = [4]byte{'X', 'T', 'N', 'T'}
+	kindVector  = [4]byte{'X', 'V', 'E', 'C'}
 	kindFlushed = [4]byte{'F', 'L', 'S', 'H'}
 )
 
-// RecordSize is the size of one journal record.
+// RecordSize is the size of one journal record (of a vectored extent
+// record, its fixed part, followed by PieceSize bytes per piece).
 const RecordSize = 48
+
+// PieceSize is the size of one file piece of a vectored extent record.
+const PieceSize = 16
+
+// MaxPieces bounds the pieces of one vectored extent record.
+const MaxPieces = 1 << 24
 
 // ErrCorrupt: a journal whose acknowledged data does not match its
 // checksum (the cache directory's storage lost bytes).
@@ -49,13 +58,41 @@ var ErrCorrupt = errors.New("journal: corrupt")
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// Extent is one acknowledged write.
+// Extent is one acknowledged write: Len bytes at DataOff of the data file,
+// which belong at FileOff of the shared file or, when Pieces is not nil,
+// at each piece's FileOff in turn (the pieces' lengths add up to Len).
 type Extent struct {
 	Seq     uint64
-	FileOff int64
+	FileOff int64 // without Pieces
 	Len     int64
 	DataOff int64
 	CRC     uint32
+	// NoCRC: the data was not checksummed (a cache on tmpfs, where the
+	// data file cannot lose bytes its journal outlives); CRC is zero.
+	NoCRC  bool
+	Pieces []Piece
+}
+
+// flagNoCRC in a record's flags word: the extent has no data checksum.
+const flagNoCRC = 1
+
+// Piece is where Len bytes of a vectored extent go in the shared file.
+type Piece struct{ FileOff, Len int64 }
+
+// Each calls fn for every piece of e: its file offset, its offset in the
+// data file and its length, in data order. It stops at the first error.
+func (e *Extent) Each(fn func(fileOff, dataOff, n int64) error) error {
+	if e.Pieces == nil {
+		return fn(e.FileOff, e.DataOff, e.Len)
+	}
+	d := e.DataOff
+	for _, p := range e.Pieces {
+		if err := fn(p.FileOff, d, p.Len); err != nil {
+			return err
+		}
+		d += p.Len
+	}
+	return nil
 }
 
 // Header encodes a journal's header for the shared file target.
@@ -66,26 +103,47 @@ func Header(target string) []byte {
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// ExtentRecord encodes an extent record.
-func ExtentRecord(e Extent) []byte { return record(kindExtent, e) }
+// ExtentRecord encodes an extent record: a vectored one ("XVEC") when e
+// has Pieces, else a plain one ("XTNT").
+func ExtentRecord(e Extent) []byte {
+	if e.Pieces == nil {
+		return record(kindExtent, e)
+	}
+	return record(kindVector, e)
+}
 
 // FlushedRecord encodes "every extent with Seq <= seq is flushed".
 func FlushedRecord(seq uint64) []byte { return record(kindFlushed, Extent{Seq: seq}) }
 
 func record(kind [4]byte, e Extent) []byte {
-	b := make([]byte, RecordSize)
+	b := make([]byte, RecordSize+PieceSize*len(e.Pieces))
 	copy(b, kind[:])
 	binary.LittleEndian.PutUint64(b[8:], e.Seq)
-	binary.LittleEndian.PutUint64(b[16:], uint64(e.FileOff))
+	if kind == kindVector {
+		// The fixed part's FileOff slot holds the piece count.
+		binary.LittleEndian.PutUint64(b[16:], uint64(len(e.Pieces)))
+		for i, p := range e.Pieces {
+			binary.LittleEndian.PutUint64(b[RecordSize+PieceSize*i:], uint64(p.FileOff))
+			binary.LittleEndian.PutUint64(b[RecordSize+PieceSize*i+8:], uint64(p.Len))
+		}
+	} else {
+		binary.LittleEndian.PutUint64(b[16:], uint64(e.FileOff))
+	}
 	binary.LittleEndian.PutUint64(b[24:], uint64(e.Len))
 	binary.LittleEndian.PutUint64(b[32:], uint64(e.DataOff))
 	binary.LittleEndian.PutUint32(b[40:], e.CRC)
+	if e.NoCRC {
+		binary.LittleEndian.PutUint32(b[44:], flagNoCRC)
+	}
 	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
 	return b
 }
 
 // Checksum is the CRC-32C the extent records carry for their data.
 func Checksum(data []byte) uint32 { return crc32.Checksum(data, castagnoli) }
+
+// UpdateChecksum extends crc, the Checksum of some bytes, by data.
+func UpdateChecksum(crc uint32, data []byte) uint32 { return crc32.Update(crc, castagnoli, data) }
 
 // Parse decodes a journal: its target and the acknowledged extents not
 // yet flushed, in order. A torn or garbled tail ends the journal.
@@ -103,8 +161,17 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 	}
 	target = string(jnl[12:h])
 	var flushed uint64
-	for b := jnl[h+4:]; len(b) >= RecordSize; b = b[RecordSize:] {
-		r := b[:RecordSize]
+	for b := jnl[h+4:]; len(b) >= RecordSize; {
+		size := RecordSize
+		if [4]byte(b[:4]) == kindVector {
+			k := binary.LittleEndian.Uint64(b[16:])
+			if k > MaxPieces || k > uint64(len(b)-RecordSize)/PieceSize {
+				break // torn tail (or garbage: the CRC cannot be checked)
+			}
+			size += PieceSize * int(k)
+		}
+		r := b[:size]
+		b = b[size:]
 		if crc32.Checksum(r[8:], castagnoli) != binary.LittleEndian.Uint32(r[4:]) {
 			break // torn tail
 		}
@@ -115,8 +182,30 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 			DataOff: int64(binary.LittleEndian.Uint64(r[32:])),
 			CRC:     binary.LittleEndian.Uint32(r[40:]),
 		}
+		switch flags := binary.LittleEndian.Uint32(r[44:]); {
+		case flags == flagNoCRC && [4]byte(r[:4]) != kindFlushed:
+			e.NoCRC = true
+		case flags != 0:
+			return target, nil, fmt.Errorf("%w: record %d has unknown flags %#x", ErrCorrupt, e.Seq, flags)
+		}
 		switch [4]byte(r[:4]) {
 		case kindExtent:
+			pending = append(pending, e)
+		case kindVector:
+			e.FileOff = 0
+			e.Pieces = make([]Piece, (size-RecordSize)/PieceSize)
+			var sum int64
+			for i := range e.Pieces {
+				q := r[RecordSize+PieceSize*i:]
+				e.Pieces[i] = Piece{int64(binary.LittleEndian.Uint64(q)), int64(binary.LittleEndian.Uint64(q[8:]))}
+				if e.Pieces[i].Len < 0 || e.Pieces[i].Len > 1<<40 || e.Pieces[i].FileOff < 0 {
+					return target, nil, fmt.Errorf("%w: extent %d: piece %d at %d of length %d", ErrCorrupt, e.Seq, i, e.Pieces[i].FileOff, e.Pieces[i].Len)
+				}
+				sum += e.Pieces[i].Len
+			}
+			if sum != e.Len {
+				return target, nil, fmt.Errorf("%w: extent %d: pieces add up to %d bytes, not %d", ErrCorrupt, e.Seq, sum, e.Len)
+			}
 			pending = append(pending, e)
 		case kindFlushed:
 			flushed = max(flushed, e.Seq)
@@ -216,6 +305,9 @@ func ReplayFile(f *os.File) (target string, n int, err error) {
 	return target, len(pending), nil
 }
 
+// chunk is replay's read size.
+const chunk = 4 << 20
+
 func apply(target, dataPath string, pending []Extent) error {
 	data, err := os.Open(dataPath)
 	if err != nil {
@@ -226,25 +318,29 @@ func apply(target, dataPath string, pending []Extent) error {
 	if err != nil {
 		return err
 	}
-	var buf []byte
+	buf := make([]byte, chunk)
 	for _, e := range pending {
 		if e.Len < 0 || e.Len > 1<<40 {
 			out.Close()
 			return fmt.Errorf("%w: extent %d has length %d", ErrCorrupt, e.Seq, e.Len)
 		}
-		if int64(cap(buf)) < e.Len {
-			buf = make([]byte, e.Len)
+		// The checksum is checked before anything is written: a corrupt
+		// extent must not reach the shared file.
+		crc := uint32(0)
+		for done := int64(0); done < e.Len && !e.NoCRC; {
+			b := buf[:min(int64(len(buf)), e.Len-done)]
+			if _, err := data.ReadAt(b, e.DataOff+done); err != nil {
+				out.Close()
+				return fmt.Errorf("%w: extent %d data: %v", ErrCorrupt, e.Seq, err)
+			}
+			crc = crc32.Update(crc, castagnoli, b)
+			done += int64(len(b))
 		}
-		b := buf[:e.Len]
-		if _, err := data.ReadAt(b, e.DataOff); err != nil && !(errors.Is(err, io.EOF) && e.Len == 0) {
-			out.Close()
-			return fmt.Errorf("%w: extent %d data: %v", ErrCorrupt, e.Seq, err)
-		}
-		if Checksum(b) != e.CRC {
+		if !e.NoCRC && crc != e.CRC {
 			out.Close()
 			return fmt.Errorf("%w: extent %d (file offset %d, %d bytes): data checksum mismatch", ErrCorrupt, e.Seq, e.FileOff, e.Len)
 		}
-		if _, err := out.WriteAt(b, e.FileOff); err != nil {
+		if err := Copy(out, data, &e, buf); err != nil {
 			out.Close()
 			return err
 		}
@@ -254,6 +350,48 @@ func apply(target, dataPath string, pending []Extent) error {
 		return err
 	}
 	return out.Close()
+}
+
+// Copy writes extent e from its data file to the shared file, reading
+// len(buf) bytes at a time (several pieces per read when they are small).
+func Copy(dst io.WriterAt, data io.ReaderAt, e *Extent, buf []byte) error {
+	type run struct{ fileOff, dataOff, n int64 }
+	var pend []run // pieces (or parts) staged in buf, buf[0:used]
+	used := int64(0)
+	flush := func() error {
+		if used == 0 {
+			return nil
+		}
+		if _, err := data.ReadAt(buf[:used], pend[0].dataOff); err != nil {
+			return fmt.Errorf("%w: extent %d data: %v", ErrCorrupt, e.Seq, err)
+		}
+		k := int64(0)
+		for _, r := range pend {
+			if _, err := dst.WriteAt(buf[k:k+r.n], r.fileOff); err != nil {
+				return err
+			}
+			k += r.n
+		}
+		pend, used = pend[:0], 0
+		return nil
+	}
+	if err := e.Each(func(fileOff, dataOff, n int64) error {
+		for n > 0 {
+			if used == int64(len(buf)) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+			m := min(n, int64(len(buf))-used)
+			pend = append(pend, run{fileOff, dataOff, m})
+			used += m
+			fileOff, dataOff, n = fileOff+m, dataOff+m, n-m
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	return flush()
 }
 
 // ReplayDir replays every journal in a cache directory (for a launcher,

@@ -2,9 +2,11 @@ package journal
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -21,7 +23,7 @@ func TestParse(t *testing.T) {
 	e2 := Extent{Seq: 2, FileOff: 0, Len: 2, DataOff: 3, CRC: Checksum([]byte("xy"))}
 	j := build("/s/f", ExtentRecord(e1), FlushedRecord(1), ExtentRecord(e2))
 	target, pend, err := Parse(j)
-	if err != nil || target != "/s/f" || len(pend) != 1 || pend[0] != e2 {
+	if err != nil || target != "/s/f" || len(pend) != 1 || !reflect.DeepEqual(pend[0], e2) {
 		t.Fatalf("got %q %v %v", target, pend, err)
 	}
 	// A torn tail ends the journal without error.
@@ -31,6 +33,69 @@ func TestParse(t *testing.T) {
 	}
 	if _, _, err := Parse([]byte("nonsense")); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("bad header: %v", err)
+	}
+}
+
+// A vectored extent: one record for many pieces; torn anywhere (in its
+// fixed part or in its piece list) it was never acknowledged.
+func TestParseVector(t *testing.T) {
+	e1 := Extent{Seq: 1, Len: 5, DataOff: 0, CRC: Checksum([]byte("abcde")), Pieces: []Piece{{10, 2}, {20, 3}}}
+	e2 := Extent{Seq: 2, FileOff: 7, Len: 1, DataOff: 5, CRC: Checksum([]byte("z"))}
+	e3 := Extent{Seq: 3, Len: 4, DataOff: 6, Pieces: []Piece{{0, 1}, {4, 1}, {8, 2}}}
+	j := build("/s/f", ExtentRecord(e1), ExtentRecord(e2), ExtentRecord(e3))
+	_, pend, err := Parse(j)
+	if err != nil || !reflect.DeepEqual(pend, []Extent{e1, e2, e3}) {
+		t.Fatalf("got %+v %v", pend, err)
+	}
+	full := len(j)
+	for _, cut := range []int{1, PieceSize, 3 * PieceSize, 3*PieceSize + 1, 3*PieceSize + RecordSize - 1} {
+		_, pend, err := Parse(j[:full-cut])
+		if err != nil || !reflect.DeepEqual(pend, []Extent{e1, e2}) {
+			t.Fatalf("cut %d: got %+v %v", cut, pend, err)
+		}
+	}
+	// A piece count beyond the journal's end is a torn tail, not a panic.
+	bad := ExtentRecord(e3)
+	bad[16] = 0xff
+	if _, pend, err := Parse(build("/s/f", ExtentRecord(e1), bad)); err != nil || len(pend) != 1 {
+		t.Fatalf("huge count: %+v %v", pend, err)
+	}
+	// Pieces that do not add up to the length: corrupt.
+	e4 := e3
+	e4.Len = 99
+	if _, _, err := Parse(build("/s/f", ExtentRecord(e4))); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("pieces not adding up: %v", err)
+	}
+}
+
+// Replay of a vectored extent writes each piece where it belongs, across
+// several reads of the data file (pieces larger than the read size).
+func TestReplayVector(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shared")
+	data := make([]byte, 3*chunk+100)
+	for i := range data {
+		data[i] = byte(i*7 + i/4096)
+	}
+	var ps []Piece
+	want := make([]byte, 2*len(data))
+	for d, i := int64(0), 0; d < int64(len(data)); i++ {
+		n := min(int64(len(data))-d, int64(1000+i*997)%(chunk+3000))
+		off := 2*d + int64(i%3) // gaps between the pieces, unaligned
+		ps = append(ps, Piece{off, n})
+		copy(want[off:], data[d:d+n])
+		d += n
+	}
+	e := Extent{Seq: 1, Len: int64(len(data)), CRC: Checksum(data), Pieces: ps}
+	os.WriteFile(filepath.Join(dir, "k"+JournalSuffix), build(target, ExtentRecord(e)), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
+	if ts, err := ReplayDir(dir); err != nil || len(ts) != 1 {
+		t.Fatal(ts, err)
+	}
+	got, _ := os.ReadFile(target)
+	last := ps[len(ps)-1]
+	if !bytes.Equal(got, want[:last.FileOff+last.Len]) {
+		t.Fatalf("replayed file differs (%d bytes, want %d)", len(got), last.FileOff+last.Len)
 	}
 }
 
@@ -64,6 +129,8 @@ func TestReplay(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(build("/x", ExtentRecord(Extent{Seq: 1, Len: 4}), FlushedRecord(1)))
 	f.Add([]byte("GMPIJNL1"))
+	f.Add(build("/x", ExtentRecord(Extent{Seq: 1, Len: 3, Pieces: []Piece{{5, 1}, {9, 2}}}), FlushedRecord(1),
+		ExtentRecord(Extent{Seq: 2, Len: 1, Pieces: []Piece{{0, 1}}})))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		target, pend, err := Parse(b)
 		if err != nil {
@@ -75,7 +142,7 @@ func FuzzParse(f *testing.F) {
 			recs = append(recs, ExtentRecord(e))
 		}
 		t2, p2, err := Parse(build(target, recs...))
-		if err != nil || t2 != target || len(p2) != len(pend) {
+		if err != nil || t2 != target || len(p2) != len(pend) || (len(pend) > 0 && !reflect.DeepEqual(p2, pend)) {
 			t.Fatalf("round trip: %v %v %v", t2, p2, err)
 		}
 	})
@@ -113,5 +180,32 @@ func TestReplaySkipsLiveJournal(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); !bytes.Equal(b, data) {
 		t.Fatalf("replayed %q", b)
+	}
+}
+
+// An extent without a data checksum (a cache on tmpfs) is replayed
+// without the check; unknown flags are corruption.
+func TestNoCRC(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shared")
+	data := []byte("tmpfs")
+	e := Extent{Seq: 1, Len: 5, NoCRC: true, Pieces: []Piece{{3, 2}, {0, 3}}}
+	j := build(target, ExtentRecord(e))
+	if _, pend, err := Parse(j); err != nil || len(pend) != 1 || !reflect.DeepEqual(pend[0], e) {
+		t.Fatalf("parse: %+v %v", pend, err)
+	}
+	os.WriteFile(filepath.Join(dir, "k"+JournalSuffix), j, 0o600)
+	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
+	if _, err := ReplayDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "pfstm" {
+		t.Fatalf("replayed %q", b)
+	}
+	bad := ExtentRecord(Extent{Seq: 1, Len: 1})
+	bad[44] = 6
+	binary.LittleEndian.PutUint32(bad[4:], Checksum(bad[8:]))
+	if _, _, err := Parse(build(target, bad)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("unknown flags: %v", err)
 	}
 }
