@@ -349,13 +349,14 @@ func TestInterComm(t *testing.T) {
 			if err != nil {
 				return err
 			}
+			var stale error
 			if ok, _, err := Iprobe[byte](again, AnySource, AnyTag); ok || err != nil {
-				return fmt.Errorf("a message of the freed intercommunicator reached its successor (%v)", err)
+				stale = fmt.Errorf("a message of the freed intercommunicator reached its successor (%v)", err)
 			}
 			if err := again.Barrier(); err != nil {
 				return err
 			}
-			return again.Free()
+			return errors.Join(stale, again.Free())
 		})
 	})
 }
@@ -505,4 +506,54 @@ func TestInterCommPeerDeath(t *testing.T) {
 			}))
 		}
 	})
+}
+
+// FuzzDecodeSwap: the leaders' exchange message decodes to entries that
+// re-encode to the same bytes, or to an error; never a panic.
+func FuzzDecodeSwap(f *testing.F) {
+	e := make([]byte, interEntry)
+	e[0] = 7
+	f.Add(encodeSwap([][]byte{e, e}, nil))
+	f.Add(encodeSwap(nil, fmt.Errorf("%w: remote leader 9", ErrRank)))
+	f.Add(encodeSwap(nil, &PeerError{Rank: 3, Err: errors.New("gone")}))
+	f.Add([]byte{0, 1, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		entries, err := decodeSwap(b, "fuzz")
+		if err != nil {
+			if entries != nil {
+				t.Fatal("entries with an error")
+			}
+			return
+		}
+		if len(entries) == 0 || string(encodeSwap(entries, nil)) != string(b) {
+			t.Fatalf("%d entries do not re-encode to the input", len(entries))
+		}
+	})
+}
+
+// TestSwapRelay: an error relayed to the other members keeps its kind
+// (errors.Is / errors.As) and its text.
+func TestSwapRelay(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{fmt.Errorf("%w: remote leader 9 (peer communicator of 4)", ErrRank), ErrRank},
+		{fmt.Errorf("%w: the groups overlap", ErrArg), ErrArg},
+		{fmt.Errorf("%w: Split", ErrIntercomm), ErrIntercomm},
+		{&PeerError{Rank: 3, Err: errors.New("connection reset")}, nil},
+		{errors.New("other"), nil},
+	} {
+		_, err := decodeSwap(encodeSwap(nil, tc.err), "the remote group")
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(tc.err.Error(), "mpi: peer rank 3: ")) {
+			t.Errorf("%v relayed as %v", tc.err, err)
+		}
+		if tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("%v relayed as %v, not %v", tc.err, err, tc.want)
+		}
+		var pe *PeerError
+		if errors.As(tc.err, &pe) && (!errors.As(err, &pe) || pe.Rank != 3) {
+			t.Errorf("%v relayed as %v, not a PeerError for rank 3", tc.err, err)
+		}
+	}
 }
