@@ -268,7 +268,7 @@ func checkPeer(c, peer *Comm, remoteLeader int) error {
 	case peer == nil:
 		return fmt.Errorf("%w: the local leader's peer communicator is nil", ErrArg)
 	case peer.inter != nil:
-		return fmt.Errorf("%w: the peer communicator is an intercommunicator", ErrArg)
+		return fmt.Errorf("%w: as the peer communicator", ErrIntercomm)
 	}
 	if err := peer.errUsable(); err != nil {
 		return err
