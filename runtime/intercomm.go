@@ -249,10 +249,13 @@ func (c *Comm) interFree() error {
 	return nil
 }
 
-// freeQuiet frees the private duplicate of a creation that failed; after
-// a peer failure Free's exchange cannot complete, so it is only marked.
+// freeQuiet frees the private duplicate of a creation that failed with an
+// error every member of the group shares (an argument error, found
+// locally or relayed by the leader). After any other error (a failed
+// peer, a context that ended) Free's exchange might not complete, so the
+// duplicate is only marked freed (its id is not reused).
 func freeQuiet(lc *Comm, cause error) error {
-	if pe := (*PeerError)(nil); errors.As(cause, &pe) {
+	if !errors.Is(cause, ErrArg) && !errors.Is(cause, ErrRank) && !errors.Is(cause, ErrIntercomm) {
 		lc.freed.Store(true)
 		return nil
 	}

@@ -557,3 +557,25 @@ func TestSwapRelay(t *testing.T) {
 		}
 	}
 }
+
+// TestInterCommCreateContext: when the other group never comes, a
+// creation on a WithContext view ends with the context's error on every
+// member of the waiting group.
+func TestInterCommCreateContext(t *testing.T) {
+	forInterWorlds(t, []int{3, 5}, func(t *testing.T, comms []*Comm) {
+		n := len(comms)
+		each(t, comms, func(c *Comm) error {
+			local, inA, _, _, err := halves(c)
+			if err != nil || !inA { // B stays away
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			ic, err := local.WithContext(ctx).InterCommCreate(0, c, n-1, 5)
+			if !errors.Is(err, context.DeadlineExceeded) || ic != nil {
+				return fmt.Errorf("creation without the other group: %v, want the context's error", err)
+			}
+			return nil
+		})
+	})
+}
