@@ -94,9 +94,14 @@ func checkShape(ic *Comm, inA bool, ga, gb []int, me int) error {
 // by name; then every rank sends to remote rank 0, which receives them
 // with AnySource (after probing the first); a long message checks
 // rendezvous.
-func interP2P(ic *Comm, me int, other []int) error {
+func interP2P(c, ic *Comm, me int, other []int) error {
 	rn := ic.RemoteSize()
-	reqs := make([]*Request, 0, rn)
+	reqs := make([]*Request, 0, 2*rn)
+	// The same envelopes on the world communicator first: they must not
+	// match the intercommunicator's receives (distinct contexts).
+	for q := 0; q < rn; q++ {
+		reqs = append(reqs, Isend(c, []int{-1, -1}, other[q], 5))
+	}
 	for q := 0; q < rn; q++ {
 		reqs = append(reqs, Isend(ic, []int{me, q}, q, 5))
 	}
@@ -110,7 +115,23 @@ func interP2P(ic *Comm, me int, other []int) error {
 			return fmt.Errorf("from remote %d: got %v (source %d), want [%d %d]", q, buf, st.Source, other[q], ic.Rank())
 		}
 	}
+	for _, w := range other {
+		buf := make([]int, 2)
+		if _, err := Recv(c, buf, w, 5); err != nil || buf[0] != -1 {
+			return fmt.Errorf("world message from %d: %v, %v", w, buf, err)
+		}
+	}
 	if _, err := WaitAll(context.Background(), reqs...); err != nil {
+		return err
+	}
+	d, err := c.Dup()
+	if err != nil {
+		return err
+	}
+	if d.ctx == ic.ctx || d.ctx == ic.inter.local.ctx {
+		return fmt.Errorf("a Dup after the intercommunicator took its context %d", d.ctx)
+	}
+	if err := d.Free(); err != nil {
 		return err
 	}
 	if err := Send(ic, []int{me}, 0, 6); err != nil {
@@ -267,7 +288,7 @@ func TestInterComm(t *testing.T) {
 			if !inA {
 				other = ga
 			}
-			if err := interP2P(ic, me, other); err != nil {
+			if err := interP2P(c, ic, me, other); err != nil {
 				return fmt.Errorf("p2p: %w", err)
 			}
 			if err := interColls(ic, inA, me, other); err != nil {
