@@ -263,6 +263,24 @@ func interColls(ic *Comm, inA bool, me int, other []int) error {
 	if out[0] != slices.Max(other) {
 		return fmt.Errorf("Iallreduce Max: %d, want %d", out[0], slices.Max(other))
 	}
+	// Ibcast from B's rank 0 beside an Iallgather.
+	root := 0
+	if !inA {
+		root = ProcNull
+		if ic.Rank() == 0 {
+			root = Root
+		}
+	}
+	bb := []int{me}
+	ag := make([]int, len(other))
+	r3 := Ibcast(ic, bb, root)
+	r4 := Iallgather(ic, []int{me}, ag)
+	if _, err := WaitAll(context.Background(), r3, r4); err != nil {
+		return fmt.Errorf("non-blocking: %w", err)
+	}
+	if inA && bb[0] != other[0] || !slices.Equal(ag, other) {
+		return fmt.Errorf("Ibcast %v (want %d), Iallgather %v (want %v)", bb, other[0], ag, other)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	return ic.WithContext(ctx).Barrier()
