@@ -360,8 +360,8 @@ func (c *Comm) ringAllgather(buf []byte, l layout, shift, tag int) error {
 // leader per host (non-commutative ops only if each host's ranks are
 // consecutive).
 func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
-	if err := c.intraOnly("Reduce"); err != nil {
-		return err
+	if c.inter != nil {
+		return interReduce(c, sendbuf, recvbuf, op, root)
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err

@@ -36,8 +36,8 @@ func checkV(n int, counts, displs []int, size int, what string) ([]int, error) {
 // ignored elsewhere. Root sends to every rank directly (a linear scatter:
 // the root's links are the bottleneck either way).
 func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
-	if err := c.intraOnly("Scatter"); err != nil {
-		return err
+	if c.inter != nil {
+		return interScatter(c, sendbuf, recvbuf, root)
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err
@@ -100,8 +100,8 @@ func Scatterv[T Number](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T,
 // in rank order (len >= Size()*len(sendbuf); ignored elsewhere). Root posts
 // every receive at once (linear gather).
 func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
-	if err := c.intraOnly("Gather"); err != nil {
-		return err
+	if c.inter != nil {
+		return interGather(c, sendbuf, recvbuf, root)
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err

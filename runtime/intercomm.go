@@ -69,7 +69,7 @@ func (c *Comm) RemoteGroup() Group {
 // intraOnly is the error of an operation that needs an intracommunicator.
 func (c *Comm) intraOnly(op string) error {
 	if c.inter != nil {
-		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Allreduce, Allgather, their non-blocking forms, Merge, Free)", ErrIntercomm, op)
+		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, their non-blocking forms, Merge, Free)", ErrIntercomm, op)
 	}
 	return nil
 }

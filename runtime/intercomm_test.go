@@ -253,6 +253,9 @@ func interColls(ic *Comm, inA bool, me int, other []int) error {
 			}
 		}
 	}
+	if err := interRootedColls(ic, inA, me, other); err != nil {
+		return err
+	}
 	// Non-blocking forms, two in flight, and a view with a context.
 	in, out := []int{me}, []int{0}
 	r1 := ic.Ibarrier()
@@ -400,6 +403,71 @@ func TestInterComm(t *testing.T) {
 	})
 }
 
+// interRootedColls: Reduce to A's rank 0, Gather at B's last rank,
+// Scatter from A's rank 0 (Root on the root, ProcNull on the rest of its
+// group, the root's remote rank on the other group).
+func interRootedColls(ic *Comm, inA bool, me int, other []int) error {
+	rootArg := func(rootInA bool, rootLocal int) int {
+		switch {
+		case inA != rootInA:
+			return rootLocal
+		case ic.Rank() == rootLocal:
+			return Root
+		}
+		return ProcNull
+	}
+	isRoot := func(rootInA bool, rootLocal int) bool { return inA == rootInA && ic.Rank() == rootLocal }
+	// Reduce.
+	const k = 5
+	in, out := make([]int, k), make([]int, k)
+	for i := range in {
+		in[i] = me + i
+	}
+	if err := Reduce(ic, in, out, Sum, rootArg(true, 0)); err != nil {
+		return fmt.Errorf("reduce: %w", err)
+	}
+	if isRoot(true, 0) {
+		var sum int
+		for _, w := range other {
+			sum += w
+		}
+		if out[0] != sum || out[k-1] != sum+len(other)*(k-1) {
+			return fmt.Errorf("reduce: %v, want the remote sum %d", out, sum)
+		}
+	}
+	// Gather at B's last rank.
+	bLast := ic.Size() - 1
+	if inA {
+		bLast = ic.RemoteSize() - 1
+	}
+	all := make([]int, len(other)*2)
+	if err := Gather(ic, []int{me, -me}, all, rootArg(false, bLast)); err != nil {
+		return fmt.Errorf("gather: %w", err)
+	}
+	if isRoot(false, bLast) {
+		for q, w := range other {
+			if all[2*q] != w || all[2*q+1] != -w {
+				return fmt.Errorf("gather: %v, want blocks of %v", all, other)
+			}
+		}
+	}
+	// Scatter from A's rank 0: block q is q's world rank in B.
+	var blocks []int
+	if isRoot(true, 0) {
+		for _, w := range other {
+			blocks = append(blocks, w, w*10)
+		}
+	}
+	got := make([]int, 2)
+	if err := Scatter(ic, blocks, got, rootArg(true, 0)); err != nil {
+		return fmt.Errorf("scatter: %w", err)
+	}
+	if !inA && (got[0] != me || got[1] != me*10) {
+		return fmt.Errorf("scatter: %v, want [%d %d]", got, me, me*10)
+	}
+	return nil
+}
+
 // interUnsupported: collectives not provided on intercommunicators are
 // ErrIntercomm at once (and so are intracommunicator-only calls).
 func interUnsupported(ic *Comm) error {
@@ -409,8 +477,8 @@ func interUnsupported(ic *Comm) error {
 	_, cerr := ic.CartCreate([]int{ic.Size()}, []bool{false})
 	_, ierr := ic.InterCommCreate(0, ic, 0, 1)
 	_, verr := AllgatherValue(ic, 1)
-	for i, err := range []error{Reduce(ic, buf[:1], buf, Sum, 0), Gather(ic, buf[:1], buf, 0), Scatter(ic, buf, buf[:1], 0),
-		Alltoall(ic, buf, buf), Scan(ic, buf[:1], buf[:1], Sum), serr, derr, cerr, ierr, verr} {
+	for i, err := range []error{Gatherv(ic, buf[:1], buf, nil, nil, 0), Allgatherv(ic, buf[:1], buf, nil, nil),
+		Alltoall(ic, buf, buf), Scan(ic, buf[:1], buf[:1], Sum), ReduceScatterBlock(ic, buf, buf, Sum), serr, derr, cerr, ierr, verr} {
 		if !errors.Is(err, ErrIntercomm) {
 			return fmt.Errorf("unsupported operation %d: %v, want ErrIntercomm", i, err)
 		}

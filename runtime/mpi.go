@@ -39,8 +39,9 @@
 // Groups, Comm.Create, SplitShared/SplitType and Cartesian topologies
 // (CartCreate) build communicators on Split; Comm.Free releases one.
 // Comm.InterCommCreate joins two disjoint groups in an intercommunicator
-// (point-to-point ranks name the remote group; Barrier, Bcast with
-// Root/ProcNull, Allreduce and Allgather deliver the other group's data;
+// (point-to-point ranks name the remote group; Barrier, Bcast, Reduce,
+// Gather and Scatter with Root/ProcNull, Allreduce and Allgather deliver
+// the other group's data;
 // Merge makes one intracommunicator of both); other collectives return
 // ErrIntercomm on it.
 // SendType/RecvType move strided data described by a Datatype (Vector,
