@@ -227,6 +227,9 @@ func (b blocks) at(i int) (lo, hi int) {
 // communicator spanning hosts broadcasts in two levels: within root's host,
 // among one leader per host, within the other hosts (docs/collectives.md).
 func Bcast[T Number](c *Comm, buf []T, root int) error {
+	if c.inter != nil {
+		return interBcast(c, buf, root)
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -357,6 +360,9 @@ func (c *Comm) ringAllgather(buf []byte, l layout, shift, tag int) error {
 // leader per host (non-commutative ops only if each host's ranks are
 // consecutive).
 func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
+	if c.inter != nil {
+		return interReduce(c, sendbuf, recvbuf, op, root)
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -538,6 +544,9 @@ func Allreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 		return fmt.Errorf("%w: receive buffer of %d for %d elements", ErrArg, len(recvbuf), cnt)
 	}
 	recvbuf = recvbuf[:cnt]
+	if c.inter != nil {
+		return interAllreduce(c, sendbuf, recvbuf, op)
+	}
 	if ns, err := c.twoLevel(op.d.commute); err != nil {
 		return err
 	} else if ns != nil {

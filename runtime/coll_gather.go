@@ -36,6 +36,9 @@ func checkV(n int, counts, displs []int, size int, what string) ([]int, error) {
 // ignored elsewhere. Root sends to every rank directly (a linear scatter:
 // the root's links are the bottleneck either way).
 func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
+	if c.inter != nil {
+		return interScatter(c, sendbuf, recvbuf, root)
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -66,6 +69,9 @@ func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 // and displs are used at root only; every rank's recvbuf must hold its
 // count.
 func Scatterv[T Number](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) error {
+	if err := c.intraOnly("Scatterv"); err != nil {
+		return err
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -94,6 +100,9 @@ func Scatterv[T Number](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T,
 // in rank order (len >= Size()*len(sendbuf); ignored elsewhere). Root posts
 // every receive at once (linear gather).
 func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
+	if c.inter != nil {
+		return interGather(c, sendbuf, recvbuf, root)
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -127,6 +136,9 @@ func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 // are used at root only. A rank sending more than its count gets
 // ErrTruncate at root.
 func Gatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) error {
+	if err := c.intraOnly("Gatherv"); err != nil {
+		return err
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -156,6 +168,9 @@ func Gatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root
 // (log2 n exchanges of doubling size) for power-of-two sizes below 64 KiB
 // gathered; otherwise a ring (n-1 exchanges of one block).
 func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
+	if c.inter != nil {
+		return interAllgather(c, sendbuf, recvbuf)
+	}
 	n, k, r := len(c.group), len(sendbuf), c.rank
 	if len(recvbuf) < n*k {
 		return fmt.Errorf("%w: allgather: receive buffer of %d for %d ranks x %d", ErrArg, len(recvbuf), n, k)
@@ -187,6 +202,9 @@ func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 // recvbuf at displs[i] (displs nil: packed in rank order), along a ring.
 // len(sendbuf) must equal counts[Rank()].
 func Allgatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int) error {
+	if err := c.intraOnly("Allgatherv"); err != nil {
+		return err
+	}
 	n, r := len(c.group), c.rank
 	displs, err := checkV(n, counts, displs, len(recvbuf), "allgatherv")
 	if err != nil {
@@ -208,6 +226,9 @@ func Allgatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int) e
 // once, and larger ones go by pairwise exchange (step s sends to rank+s
 // and receives from rank-s), which bounds the traffic in flight.
 func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
+	if err := c.intraOnly("Alltoall"); err != nil {
+		return err
+	}
 	n := len(c.group)
 	if len(sendbuf)%n != 0 {
 		return fmt.Errorf("%w: alltoall: send buffer of %d not a multiple of %d ranks", ErrArg, len(sendbuf), n)
@@ -235,6 +256,9 @@ func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
 // rdispls[i] (nil displacements: packed in rank order). recvcounts[i] must
 // match what rank i sends here (more gives ErrTruncate).
 func Alltoallv[T Number](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) error {
+	if err := c.intraOnly("Alltoallv"); err != nil {
+		return err
+	}
 	n := len(c.group)
 	sdispls, err := checkV(n, sendcounts, sdispls, len(sendbuf), "alltoallv send")
 	if err != nil {

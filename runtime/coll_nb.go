@@ -44,6 +44,9 @@ func (c *Comm) seq() *atomic.Uint32 {
 func (c *Comm) derive(off int, ctx context.Context) *Comm {
 	nc := &Comm{p: c.p, ctx: c.ctx, rank: c.rank, group: c.group, index: c.index,
 		tagOff: off, cctx: ctx, iseq: c.seq(), freed: c.freed}
+	if c.inter != nil {
+		nc.inter = &interState{local: c.inter.local.derive(off, ctx)}
+	}
 	if ns := c.node; ns != nil {
 		d := &nodeState{twoLevel: ns.twoLevel, ordered: ns.ordered, nodeOf: ns.nodeOf, leaders: ns.leaders}
 		sub := func(s *Comm) *Comm {

@@ -20,6 +20,9 @@ func Exscan[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 }
 
 func scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op, exclusive bool) error {
+	if err := c.intraOnly("Scan/Exscan"); err != nil {
+		return err
+	}
 	cnt := len(sendbuf)
 	if err := checkOp[T](op, cnt); err != nil {
 		return err
@@ -75,6 +78,9 @@ func scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op, exclusive bool) error 
 // result in rank r's recvbuf (len >= k). Commutative ops use the ring
 // reduce-scatter; others Reduce to rank 0 and Scatter.
 func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	if err := c.intraOnly("ReduceScatterBlock"); err != nil {
+		return err
+	}
 	if err := checkOp[T](op, len(sendbuf)); err != nil {
 		return err
 	}
@@ -118,6 +124,9 @@ func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 // use the ring reduce-scatter (blocks of the given sizes); others Reduce
 // to rank 0 and Scatterv.
 func ReduceScatter[T Number](c *Comm, sendbuf, recvbuf []T, counts []int, op Op) error {
+	if err := c.intraOnly("ReduceScatter"); err != nil {
+		return err
+	}
 	n := len(c.group)
 	displs, err := checkV(n, counts, nil, len(sendbuf), "reduce-scatter")
 	if err != nil {

@@ -67,6 +67,9 @@ func (c *Comm) crecvAlloc(src, tag int) ([]byte, error) {
 // BcastValue sets *v on every rank to root's *v, along a binomial tree of
 // the encoded value.
 func BcastValue[T any](c *Comm, v *T, root int) error {
+	if err := c.intraOnly("BcastValue"); err != nil {
+		return err
+	}
 	if err := c.checkRoot(root); err != nil {
 		return err
 	}
@@ -112,6 +115,10 @@ func BcastValue[T any](c *Comm, v *T, root int) error {
 // ScatterValue gives vals[i] of root (len(vals) == Size(); ignored
 // elsewhere) to rank i.
 func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
+	if err := c.intraOnly("ScatterValue"); err != nil {
+		var zero T
+		return zero, err
+	}
 	var zero T
 	if err := c.checkRoot(root); err != nil {
 		return zero, err
@@ -146,6 +153,9 @@ func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
 // GatherValue returns, at root, every rank's v in rank order (nil
 // elsewhere).
 func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
+	if err := c.intraOnly("GatherValue"); err != nil {
+		return nil, err
+	}
 	if err := c.checkRoot(root); err != nil {
 		return nil, err
 	}
@@ -187,6 +197,9 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 // Allgather of the encoded lengths, then an Allgatherv (ring) of the
 // encodings.
 func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
+	if err := c.intraOnly("AllgatherValue"); err != nil {
+		return nil, err
+	}
 	n := len(c.group)
 	b, cerr := c.valueOf(&v)
 	lens := make([]int64, n)
@@ -222,6 +235,9 @@ func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
 // AlltoallValue sends vals[i] (len(vals) == Size()) to rank i and returns
 // the values received, indexed by sender.
 func AlltoallValue[T any](c *Comm, vals []T) ([]T, error) {
+	if err := c.intraOnly("AlltoallValue"); err != nil {
+		return nil, err
+	}
 	n, r := len(c.group), c.rank
 	if len(vals) != n {
 		return nil, fmt.Errorf("%w: alltoall: %d values for %d ranks", ErrArg, len(vals), n)
@@ -261,6 +277,10 @@ func AlltoallValue[T any](c *Comm, vals []T) ([]T, error) {
 // get the zero T. The values are gathered at root, so this suits small
 // values; use Reduce for numeric arrays.
 func ReduceValue[T any](c *Comm, v T, f func(a, b T) T, root int) (T, error) {
+	if err := c.intraOnly("ReduceValue"); err != nil {
+		var zero T
+		return zero, err
+	}
 	var zero T
 	if f == nil {
 		return zero, fmt.Errorf("%w: nil reduction function", ErrArg)
@@ -279,6 +299,10 @@ func ReduceValue[T any](c *Comm, v T, f func(a, b T) T, root int) (T, error) {
 // AllreduceValue is ReduceValue with the result on every rank (an
 // AllgatherValue and the same fold everywhere).
 func AllreduceValue[T any](c *Comm, v T, f func(a, b T) T) (T, error) {
+	if err := c.intraOnly("AllreduceValue"); err != nil {
+		var zero T
+		return zero, err
+	}
 	var zero T
 	if f == nil {
 		return zero, fmt.Errorf("%w: nil reduction function", ErrArg)

@@ -28,15 +28,26 @@ type Comm struct {
 	// freed is set by Free (comm_free.go); shared by c, its views and
 	// its sub-communicators. Nil for the world communicator.
 	freed *atomic.Bool
+	// inter is set on intercommunicators (intercomm.go): group is then
+	// the remote group, rank the rank in the local group.
+	inter *interState
 }
 
 // Rank is this process's rank in c.
 func (c *Comm) Rank() int { return c.rank }
 
-// Size is the number of ranks in c.
-func (c *Comm) Size() int { return len(c.group) }
+// Size is the number of ranks in c (in its local group, on an
+// intercommunicator).
+func (c *Comm) Size() int {
+	if c.inter != nil {
+		return len(c.inter.local.group)
+	}
+	return len(c.group)
+}
 
-// WorldRank translates a rank of c into a rank of the world communicator.
+// WorldRank translates a rank of c into a rank of the world communicator
+// (on an intercommunicator, a rank of the remote group, as point-to-point
+// operations name them).
 func (c *Comm) WorldRank(rank int) (int, error) {
 	if rank < 0 || rank >= len(c.group) {
 		return 0, fmt.Errorf("%w: %d", ErrRank, rank)
@@ -78,6 +89,9 @@ func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 func (c *Comm) Split(color, key int) (*Comm, error) {
 	if color < 0 && color != Undefined {
 		return nil, fmt.Errorf("%w: color %d", ErrArg, color)
+	}
+	if err := c.intraOnly("Split"); err != nil {
+		return nil, err
 	}
 	if err := c.errUsable(); err != nil {
 		return nil, err
@@ -155,6 +169,9 @@ func (c *Comm) allgatherBytes(mine []byte, tag int) ([]byte, error) {
 // algorithm: ceil(log2 n) rounds of one zero-byte send and receive; in two
 // levels when c spans hosts, see coll_node.go).
 func (c *Comm) Barrier() error {
+	if c.inter != nil {
+		return c.interBarrier()
+	}
 	if ns, err := c.twoLevel(true); err != nil {
 		return err
 	} else if ns != nil {

@@ -124,6 +124,9 @@ func (c *Comm) Free() error {
 	if err := c.errUsable(); err != nil {
 		return err
 	}
+	if c.inter != nil {
+		return c.interFree()
+	}
 	err := c.freeExchange()
 	c.freed.Store(true)
 	if err != nil {
@@ -202,6 +205,9 @@ const CommTypeShared = 1
 // by key then rank in c; with Undefined, nil (the caller takes part but
 // joins no communicator). It is collective over c.
 func (c *Comm) SplitType(typ, key int) (*Comm, error) {
+	if err := c.intraOnly("SplitType"); err != nil {
+		return nil, err
+	}
 	switch typ {
 	case CommTypeShared:
 		return c.SplitShared(key)

@@ -38,11 +38,17 @@
 // an op over items of several elements declares it with WithUnit.
 // Groups, Comm.Create, SplitShared/SplitType and Cartesian topologies
 // (CartCreate) build communicators on Split; Comm.Free releases one.
+// Comm.InterCommCreate joins two disjoint groups in an intercommunicator
+// (point-to-point ranks name the remote group; Barrier, Bcast, Reduce,
+// Gather and Scatter with Root/ProcNull, Allreduce and Allgather deliver
+// the other group's data;
+// Merge makes one intracommunicator of both); other collectives return
+// ErrIntercomm on it.
 // SendType/RecvType move strided data described by a Datatype (Vector,
 // Subarray, ...). See docs/collectives.md.
 //
 // Errors are values: ErrTruncate, ErrRank, ErrTag, ErrArg, ErrCancelled,
-// ErrAborted, ErrFinalized, ErrCodec, *PeerError for a failed or departed
+// ErrAborted, ErrFinalized, ErrCodec, ErrFreed, ErrIntercomm, *PeerError for a failed or departed
 // peer, *RequestError for request sets, and wrapped context errors. The library never exits the process.
 package mpi
 

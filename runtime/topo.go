@@ -13,8 +13,14 @@ import (
 // empty. Groups are values: operations return new ones.
 type Group struct{ world []int }
 
-// Group returns c's group (in c's rank order).
-func (c *Comm) Group() Group { return Group{slices.Clone(c.group)} }
+// Group returns c's group (in c's rank order; the local group of an
+// intercommunicator, see RemoteGroup).
+func (c *Comm) Group() Group {
+	if c.inter != nil {
+		return Group{slices.Clone(c.inter.local.group)}
+	}
+	return Group{slices.Clone(c.group)}
+}
 
 // Size is the number of ranks in g.
 func (g Group) Size() int { return len(g.world) }
@@ -143,6 +149,9 @@ func Difference(a, b Group) Group {
 // nil on ranks outside g. It is collective over c, and every rank must
 // pass the same g, a subset of c's group.
 func (c *Comm) Create(g Group) (*Comm, error) {
+	if err := c.intraOnly("Create"); err != nil {
+		return nil, err
+	}
 	for _, w := range g.world {
 		if !c.hasWorld(w) {
 			return nil, fmt.Errorf("%w: world rank %d of the group is not in the communicator", ErrArg, w)
@@ -159,6 +168,9 @@ func (c *Comm) Create(g Group) (*Comm, error) {
 // memory), ordered by key then rank in c. Hosts are told apart as the
 // node-aware collectives do (coll_node.go). It is collective over c.
 func (c *Comm) SplitShared(key int) (*Comm, error) {
+	if err := c.intraOnly("SplitShared"); err != nil {
+		return nil, err
+	}
 	k := c.p.nodeKey()
 	all, err := c.allgatherBytes(k[:], tagNode)
 	if err != nil {
@@ -248,6 +260,9 @@ type Cart struct {
 // first ranks (rank order kept: no reordering); ranks beyond get nil. It
 // is collective over c.
 func (c *Comm) CartCreate(dims []int, periods []bool) (*Cart, error) {
+	if err := c.intraOnly("CartCreate"); err != nil {
+		return nil, err
+	}
 	if len(periods) != len(dims) {
 		return nil, fmt.Errorf("%w: %d dims, %d periods", ErrArg, len(dims), len(periods))
 	}

@@ -87,6 +87,10 @@ func main() {
 		}
 	case "stranger":
 		err = stranger(ctx, c, pc)
+	case "inter":
+		err = inter(c)
+	case "interdie":
+		err = interDie(ctx, c, pc)
 	default:
 		err = fmt.Errorf("unknown scenario %q", scenario)
 	}

@@ -1,0 +1,179 @@
+package mpi
+
+import "fmt"
+
+// Collectives on intercommunicators (MPI semantics): each group's result
+// comes from the other group. Each runs within the local group on the
+// private duplicate (inter.local, a view in the collective's own tag
+// space for non-blocking ones and WithContext) and between the two
+// groups' rank 0s on the intercommunicator's collective context. The
+// other collectives return ErrIntercomm (intraOnly).
+
+// Root is the root argument of Bcast, Reduce, Gather and Scatter on the
+// root itself on an intercommunicator (MPI_ROOT); the other members of
+// the root's group pass ProcNull, and the members of the other group pass
+// the root's rank in their remote group.
+const Root = -4
+
+// interBarrier: the local group gathers (a barrier), rank 0s swap an
+// empty message, and each rank 0 releases its group, so no member
+// returns before every member of both groups entered.
+func (c *Comm) interBarrier() error {
+	lc := c.inter.local
+	if err := lc.Barrier(); err != nil {
+		return err
+	}
+	if lc.rank == 0 {
+		if err := c.csendrecv(nil, 0, nil, 0, tagBarrier); err != nil {
+			return err
+		}
+	}
+	return lc.bcastBytes(nil, 0, tagBarrier)
+}
+
+// interBcast: the root sends to the other group's rank 0, which
+// broadcasts within its group.
+func interBcast[T Number](c *Comm, buf []T, root int) error {
+	switch {
+	case root == ProcNull:
+		return nil
+	case root == Root:
+		return c.csend(asBytes(buf), 0, tagBcast)
+	case root < 0 || root >= len(c.group):
+		return fmt.Errorf("%w: root %d (remote group of %d; Root on the root, ProcNull on the rest of its group)", ErrRank, root, len(c.group))
+	}
+	lc := c.inter.local
+	if lc.rank == 0 {
+		if err := c.crecv(asBytes(buf), root, tagBcast); err != nil {
+			return err
+		}
+	}
+	return Bcast(lc, buf, 0)
+}
+
+// interAllreduce: each group reduces to its rank 0, the rank 0s swap
+// their results, and each broadcasts the other group's within its group.
+func interAllreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
+	lc := c.inter.local
+	var part []T
+	if lc.rank == 0 {
+		part = make([]T, len(sendbuf))
+	}
+	if err := Reduce(lc, sendbuf, part, op, 0); err != nil {
+		return err
+	}
+	if lc.rank == 0 {
+		if err := c.csendrecv(asBytes(part), 0, asBytes(recvbuf), 0, tagAllreduce); err != nil {
+			return err
+		}
+	}
+	return Bcast(lc, recvbuf, 0)
+}
+
+// interAllgather: each group gathers at its rank 0, the rank 0s swap the
+// gathered blocks, and each broadcasts the other group's.
+func interAllgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
+	lc := c.inter.local
+	k, rn := len(sendbuf), len(c.group)
+	if len(recvbuf) < rn*k {
+		return fmt.Errorf("%w: allgather: receive buffer of %d for %d remote ranks x %d", ErrArg, len(recvbuf), rn, k)
+	}
+	recvbuf = recvbuf[:rn*k]
+	var part []T
+	if lc.rank == 0 {
+		part = make([]T, len(lc.group)*k)
+	}
+	if err := Gather(lc, sendbuf, part, 0); err != nil {
+		return err
+	}
+	if lc.rank == 0 {
+		if err := c.csendrecv(asBytes(part), 0, asBytes(recvbuf), 0, tagAllgather); err != nil {
+			return err
+		}
+	}
+	return Bcast(lc, recvbuf, 0)
+}
+
+// interRooted sorts a rooted collective's root argument on an
+// intercommunicator: Root (this rank is the root), ProcNull (the rest of
+// the root's group: nothing to do), or a rank of the remote group.
+func (c *Comm) interRooted(root int, what string) (isRoot, idle bool, err error) {
+	switch {
+	case root == Root:
+		return true, false, nil
+	case root == ProcNull:
+		return false, true, nil
+	case root < 0 || root >= len(c.group):
+		return false, false, fmt.Errorf("%w: %s: root %d (remote group of %d; Root on the root, ProcNull on the rest of its group)", ErrRank, what, root, len(c.group))
+	}
+	return false, false, nil
+}
+
+// interReduce: the other group reduces to its rank 0, which sends the
+// result to the root (len(recvbuf) >= the other group's count there).
+func interReduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
+	isRoot, idle, err := c.interRooted(root, "reduce")
+	switch {
+	case err != nil || idle:
+		return err
+	case isRoot:
+		return c.crecv(asBytes(recvbuf), 0, tagReduce)
+	}
+	lc := c.inter.local
+	var part []T
+	if lc.rank == 0 {
+		part = make([]T, len(sendbuf))
+	}
+	if err := Reduce(lc, sendbuf, part, op, 0); err != nil {
+		return err
+	}
+	if lc.rank == 0 {
+		return c.csend(asBytes(part), root, tagReduce)
+	}
+	return nil
+}
+
+// interGather: the other group gathers at its rank 0, which sends the
+// blocks to the root (recvbuf: RemoteSize() blocks there).
+func interGather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
+	isRoot, idle, err := c.interRooted(root, "gather")
+	switch {
+	case err != nil || idle:
+		return err
+	case isRoot:
+		return c.crecv(asBytes(recvbuf), 0, tagGather)
+	}
+	lc := c.inter.local
+	var part []T
+	if lc.rank == 0 {
+		part = make([]T, len(lc.group)*len(sendbuf))
+	}
+	if err := Gather(lc, sendbuf, part, 0); err != nil {
+		return err
+	}
+	if lc.rank == 0 {
+		return c.csend(asBytes(part), root, tagGather)
+	}
+	return nil
+}
+
+// interScatter: the root sends its RemoteSize() blocks to the other
+// group's rank 0, which scatters them.
+func interScatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
+	isRoot, idle, err := c.interRooted(root, "scatter")
+	switch {
+	case err != nil || idle:
+		return err
+	case isRoot:
+		return c.csend(asBytes(sendbuf), 0, tagScatter)
+	}
+	lc := c.inter.local
+	var part []T
+	if lc.rank == 0 {
+		part = make([]T, len(lc.group)*len(recvbuf))
+		if err := c.crecv(asBytes(part), root, tagScatter); err != nil {
+			return err
+		}
+	}
+	return Scatter(lc, part, recvbuf, 0)
+}
