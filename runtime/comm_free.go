@@ -134,13 +134,7 @@ func (c *Comm) Free() error {
 	}
 	c.node = nil
 	c.coll = collState{}
-	p := c.p
-	p.ctxMu.Lock()
-	id := c.ctx >> 1
-	if i, ok := slices.BinarySearch(p.freeCtx, id); !ok {
-		p.freeCtx = slices.Insert(p.freeCtx, i, id)
-	}
-	p.ctxMu.Unlock()
+	c.p.releaseCtx(c.ctx >> 1)
 	return nil
 }
 
@@ -220,4 +214,13 @@ func (c *Comm) SplitType(typ, key int) (*Comm, error) {
 		return c.Split(Undefined, key)
 	}
 	return nil, fmt.Errorf("%w: split type %d (want CommTypeShared or Undefined)", ErrArg, typ)
+}
+
+// releaseCtx returns a freed communicator's context id for reuse.
+func (p *proc) releaseCtx(id uint32) {
+	p.ctxMu.Lock()
+	defer p.ctxMu.Unlock()
+	if i, ok := slices.BinarySearch(p.freeCtx, id); !ok {
+		p.freeCtx = slices.Insert(p.freeCtx, i, id)
+	}
 }

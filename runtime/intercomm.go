@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -239,13 +240,7 @@ func (c *Comm) interFree() error {
 		return fmt.Errorf("mpi: free: local group: %w", err)
 	}
 	c.coll = collState{}
-	p := c.p
-	p.ctxMu.Lock()
-	id := c.ctx >> 1
-	if i, ok := slices.BinarySearch(p.freeCtx, id); !ok {
-		p.freeCtx = slices.Insert(p.freeCtx, i, id)
-	}
-	p.ctxMu.Unlock()
+	c.p.releaseCtx(c.ctx >> 1)
 	return nil
 }
 
@@ -385,6 +380,8 @@ const (
 	relayArg
 	relayIntercomm
 	relayPeer
+	relayCanceled
+	relayDeadline
 )
 
 // encodeSwap is the exchange's message: status 0, a count and the
@@ -403,6 +400,10 @@ func encodeSwap(entries [][]byte, err error) []byte {
 			kind = relayArg
 		case errors.Is(err, ErrIntercomm):
 			kind = relayIntercomm
+		case errors.Is(err, context.Canceled):
+			kind = relayCanceled
+		case errors.Is(err, context.DeadlineExceeded):
+			kind = relayDeadline
 		}
 		b := []byte{1, byte(kind)}
 		b = binary.LittleEndian.AppendUint64(b, uint64(int64(rank)))
@@ -446,6 +447,12 @@ func decodeSwap(b []byte, who string) ([][]byte, error) {
 			sentinel = ErrArg
 		case relayIntercomm:
 			sentinel = ErrIntercomm
+		case relayCanceled:
+			sentinel = context.Canceled
+		case relayDeadline:
+			// Members share the creation's deadline: whoever's expiry
+			// is seen first, every member reports the context's error.
+			sentinel = context.DeadlineExceeded
 		}
 		return nil, fmt.Errorf("%s: %w", who, &relayedError{text, sentinel})
 	}

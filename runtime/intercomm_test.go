@@ -648,6 +648,8 @@ func TestSwapRelay(t *testing.T) {
 		{fmt.Errorf("%w: remote leader 9 (peer communicator of 4)", ErrRank), ErrRank},
 		{fmt.Errorf("%w: the groups overlap", ErrArg), ErrArg},
 		{fmt.Errorf("%w: Split", ErrIntercomm), ErrIntercomm},
+		{fmt.Errorf("mpi: wait: %w", context.DeadlineExceeded), context.DeadlineExceeded},
+		{fmt.Errorf("mpi: wait: %w", context.Canceled), context.Canceled},
 		{&PeerError{Rank: 3, Err: errors.New("connection reset")}, nil},
 		{errors.New("other"), nil},
 	} {
