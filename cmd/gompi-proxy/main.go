@@ -16,7 +16,7 @@ import (
 	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
-	"github.com/gompi/gompi/internal/manpage"
+	"github.com/gompi/gompi/internal/manpage/roff"
 	"github.com/gompi/gompi/internal/persist"
 	"github.com/gompi/gompi/internal/proxy"
 	"github.com/gompi/gompi/runtime/mpiio/journal"
@@ -43,7 +43,7 @@ func (s stdio) Close() error {
 }
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+	if len(os.Args) == 3 && os.Args[1] == roff.GenFlag {
 		os.Exit(writeMan(os.Args[2]))
 	}
 	if len(os.Args) > 1 && (os.Args[1] == "-version" || os.Args[1] == "--version") {

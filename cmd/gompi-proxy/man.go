@@ -6,8 +6,7 @@ import (
 
 	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/launcher"
-	"github.com/gompi/gompi/internal/manpage"
-	"github.com/spf13/cobra"
+	"github.com/gompi/gompi/internal/manpage/roff"
 )
 
 const proxyHelp = `gompi-proxy is gompi's per-host agent. gompiexec starts one on every host of a
@@ -26,24 +25,27 @@ Usage:
   gompi-proxy persist ...     persistent-proxy daemon commands (docs/ssh.md)
 `
 
-// writeMan writes gompi-proxy.1 into dir (gompi-proxy --gen-man DIR).
+// writeMan writes gompi-proxy.1 into dir (gompi-proxy --gen-man DIR). Not
+// through cobra as the other commands: see package roff.
 func writeMan(dir string) int {
-	cmd := &cobra.Command{Use: "gompi-proxy", Short: "gompi's per-host process manager agent",
-		Long: manpage.Preformatted(proxyHelp), Version: buildinfo.Version(), DisableFlagsInUseLine: true}
-	err := manpage.Write(dir, manpage.Page{Cmd: cmd,
-		Env: []manpage.Item{
+	page := roff.Render(roff.Page{Name: "gompi-proxy", Short: "gompi's per-host process manager agent",
+		Source: "gompi " + buildinfo.Version(), Text: proxyHelp,
+		Options: []roff.Item{
+			{"-version", "print the build's version, commit, control protocol version and sha256"},
+		},
+		Env: []roff.Item{
 			{launcher.HeartbeatEnv, "ping the launcher at this interval (a Go duration) and end the job on this host after about three unanswered intervals"},
 			{"GOMPI_PROXY_DEBUG", "when set, log the proxy's steps to standard error"},
 			{launcher.ConnectEnv, "host:port list to connect back to instead of using standard input and output (slurm launcher); an empty host means SLURM_LAUNCH_NODE_IPADDR"},
 			{launcher.ConnectSecretEnv, "per-job secret proving the connection to gompiexec and back (slurm launcher)"},
 		},
-		Exit: []manpage.Item{
+		Exit: []roff.Item{
 			{"0", "the job on this host ended and was reported to gompiexec"},
 			{"1", "the launcher was lost, the connect-back failed, or the proxy could not serve the job"},
 		},
 		SeeAlso: []string{"gompiexec(1)"},
 	})
-	if err != nil {
+	if err := roff.Write(dir, "gompi-proxy", page); err != nil {
 		fmt.Fprintln(os.Stderr, "gompi-proxy:", err)
 		return 1
 	}

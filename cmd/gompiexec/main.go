@@ -19,7 +19,7 @@ import (
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/buildinfo"
 	"github.com/gompi/gompi/internal/launcher"
-	"github.com/gompi/gompi/internal/manpage"
+	"github.com/gompi/gompi/internal/manpage/roff"
 	"github.com/gompi/gompi/internal/mpiexec"
 	"github.com/spf13/cobra"
 )
@@ -109,7 +109,7 @@ Checkpoints: gompiexec ckpt list|verify|rm [-keep K] PREFIX [EPOCH...]
 `
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
+	if len(os.Args) == 3 && os.Args[1] == roff.GenFlag {
 		os.Exit(writeMan(os.Args[2]))
 	}
 	os.Exit(run(os.Args[1:]))

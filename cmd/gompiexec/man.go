@@ -4,17 +4,21 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/gompi/gompi/internal/manpage"
+	"github.com/gompi/gompi/internal/buildinfo"
+	"github.com/gompi/gompi/internal/manpage/roff"
 )
 
-// writeMan writes gompiexec.1 into dir (gompiexec --gen-man DIR).
+// writeMan writes gompiexec.1 into dir (gompiexec --gen-man DIR). With
+// package roff, not cobra's generator: gompiexec starts with every job,
+// and the generator's packages cost start-up time (see package roff).
 func writeMan(dir string) int {
-	code := 0
-	root := newRoot(&code)
-	root.Long = manpage.Preformatted(helpText)
-	root.DisableFlagsInUseLine = true
-	err := manpage.Write(dir, manpage.Page{Cmd: root,
-		Env: []manpage.Item{
+	page := roff.Render(roff.Page{Name: "gompiexec", Short: "Run an MPI job",
+		Source: "gompi " + buildinfo.Version(), Synopsis: "[options] program [args] [: ...]", Text: helpText,
+		Options: []roff.Item{
+			{"-h, -help", "print the help above"},
+			{"-version", "print the version and commit"},
+		},
+		Env: []roff.Item{
 			{"HYDRA_HOST_FILE", "host file used when neither -f nor -hosts is given"},
 			{"MPIEXEC_TIMEOUT", "seconds after which the job is killed (as -timeout)"},
 			{"GOMPI_PROXY", "gompi-proxy command on every host (as -proxy-path); default: gompi-proxy beside gompiexec, else on PATH"},
@@ -24,7 +28,7 @@ func writeMan(dir string) int {
 			{"PBS_NODEFILE", "inside a PBS job the hosts come from this file"},
 			{"HOME", "the built-in SSH client reads ~/.ssh/config, known_hosts and keys from here"},
 		},
-		Exit: []manpage.Item{
+		Exit: []roff.Item{
 			{"0", "every rank exited 0"},
 			{"1-123", "the exit code of the first rank that failed (or called MPI_Abort)"},
 			{"124", "-timeout or MPIEXEC_TIMEOUT expired"},
@@ -33,7 +37,7 @@ func writeMan(dir string) int {
 		},
 		SeeAlso: []string{"gompi-proxy(1)", "gompi-bench(1)", "mpiexec(1)", "srun(1)"},
 	})
-	if err != nil {
+	if err := roff.Write(dir, "gompiexec", page); err != nil {
 		fmt.Fprintln(os.Stderr, "gompiexec:", err)
 		return 1
 	}

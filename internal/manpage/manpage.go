@@ -7,18 +7,17 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/gompi/gompi/internal/buildinfo"
+	"github.com/gompi/gompi/internal/manpage/roff"
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 )
 
 // Item is one entry of a tagged list: an environment variable or an exit
 // status ([0]), and what it means ([1]).
-type Item = [2]string
+type Item = roff.Item
 
 // Page describes one command's man page.
 type Page struct {
@@ -43,40 +42,8 @@ func Render(p Page) ([]byte, error) {
 	if err := doc.GenMan(p.Cmd, hdr, &b); err != nil {
 		return nil, fmt.Errorf("manpage %s: %w", p.Cmd.Name(), err)
 	}
-	section := func(title string, items []Item) {
-		if len(items) == 0 {
-			return
-		}
-		fmt.Fprintf(&b, ".SH %s\n", title)
-		for _, it := range items {
-			fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", escape(it[0]), escape(it[1]))
-		}
-	}
-	section("ENVIRONMENT", p.Env)
-	section("EXIT STATUS", p.Exit)
-	if len(p.SeeAlso) > 0 {
-		b.WriteString(".SH SEE ALSO\n")
-		for i, s := range p.SeeAlso {
-			name, sec, _ := strings.Cut(strings.TrimSuffix(s, ")"), "(")
-			sep := ","
-			if i == len(p.SeeAlso)-1 {
-				sep = ""
-			}
-			fmt.Fprintf(&b, ".BR %s (%s)%s\n", escape(name), sec, sep)
-		}
-	}
+	roff.Tail(&b, p.Env, p.Exit, p.SeeAlso)
 	return b.Bytes(), nil
-}
-
-// escape makes text safe in a roff line: no leading control character,
-// backslashes doubled.
-func escape(s string) string {
-	s = strings.ReplaceAll(s, `\`, `\e`)
-	s = strings.ReplaceAll(s, "-", `\-`)
-	if strings.HasPrefix(s, ".") || strings.HasPrefix(s, "'") {
-		s = `\&` + s
-	}
-	return s
 }
 
 // Write renders p into dir/NAME.1.
@@ -85,10 +52,7 @@ func Write(dir string, p Page) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, p.Cmd.Name()+".1"), out, 0o644)
+	return roff.Write(dir, p.Cmd.Name(), out)
 }
 
 // Preformatted wraps help text laid out for a terminal so the man page
@@ -99,7 +63,7 @@ func Preformatted(s string) string {
 
 // GenFlag is the hidden argument with which every gompi command writes its
 // man page: `CMD --gen-man DIR` (used by make install).
-const GenFlag = "--gen-man"
+const GenFlag = roff.GenFlag
 
 // RankEnv is the ENVIRONMENT section of a command that runs as an MPI rank
 // under gompiexec (or Hydra, or srun --mpi=pmi2).

@@ -20,9 +20,10 @@ import (
 
 // Every local rank runs in one process group, and so does everything a rank
 // starts unless it leaves the group (setsid, setpgid). The group's leader
-// is a guard: a child of the proxy (gompi-proxy -guard) that ignores the
-// signals the proxy forwards to the group and waits for its stdin, a pipe
-// from the proxy, to end. That happens when the proxy exits for any
+// is a guard: a child of the proxy (a shell, guardScript, which becomes
+// gompi-proxy -guard when it is needed) that ignores the signals the proxy
+// forwards to the group and waits for its stdin, a pipe from the proxy, to
+// end. That happens when the proxy exits for any
 // reason, SIGKILL included (and the proxy is SIGKILLed with gompiexec by
 // the fork launcher's Pdeathsig); the guard then SIGKILLs the group, itself
 // included. So a rank's children die whichever of gompiexec, proxy or rank
@@ -100,14 +101,31 @@ func groupMembers(pgid int) []int {
 	return out
 }
 
+// guardScript is the guard until its stdin ends: a POSIX shell that ignores
+// the signals the proxy forwards to the group and waits for EOF, then
+// becomes GuardMain (gompi-proxy -guard, $0) to kill the group and sweep
+// the job's segments. A shell starts in a fraction of a Go program's time,
+// and a guard starts with every job on every host, on the way to the first
+// rank; the Go part runs only when the proxy has died. If that exec fails
+// (the proxy's executable was removed), the shell exits and its EXIT trap
+// still kills the group.
+const guardScript = `trap '' INT TERM HUP USR1 USR2 PIPE QUIT TSTP TTIN TTOU
+trap 'kill -KILL 0' EXIT
+while read -r _; do :; done
+exec "$0" ` + GuardArg + ` "$@" </dev/null`
+
+// guardShell runs guardScript.
+const guardShell = "/bin/sh"
+
 // startGuard starts the guard as the leader of a new process group and
-// returns its pid (the group id) and the pipe that keeps it waiting.
+// returns its pid (the group id) and the pipe that keeps it waiting. path
+// is the gompi-proxy executable the guard becomes when the pipe ends.
 func startGuard(path, jobID string, shmDirs []string) (int, *os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(path, append([]string{GuardArg, jobID}, shmDirs...)...)
+	cmd := exec.Command(guardShell, append([]string{"-c", guardScript, path, jobID}, shmDirs...)...)
 	cmd.Stdin = r // stdout and stderr: /dev/null, so it never holds the session
 	// No Pdeathsig: it must outlive the proxy to do its job.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -43,9 +43,9 @@ type Config struct {
 	// treats about three unanswered intervals as loss of the launcher
 	// (launcher.HeartbeatEnv). Zero: rely on the transport to report loss.
 	Heartbeat time.Duration
-	// Guard is the gompi-proxy executable, run with GuardArg as the
-	// leader of the ranks' process group, which it kills when the proxy
-	// dies (procs.go). Empty: no guard; the first rank leads the group,
+	// Guard is the gompi-proxy executable, run with GuardArg by the
+	// leader of the ranks' process group (a shell until then) to kill the
+	// group when the proxy dies (procs.go). Empty: no guard; the first rank leads the group,
 	// and what ranks start may outlive a proxy that is SIGKILLed.
 	Guard string
 	// ReplayIOCache brings the unflushed extents of a node-local MPI-IO

@@ -4,6 +4,7 @@
 package install
 
 import (
+	"debug/elf"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,18 @@ func TestMakeInstall(t *testing.T) {
 	}
 	if t.Failed() {
 		t.FailNow()
+	}
+	// gompi-proxy is linked statically: it starts on every host of every
+	// job (docs/control.md, "Start-up costs").
+	if f, err := elf.Open(filepath.Join(p, "bin/gompi-proxy")); err != nil {
+		t.Error(err)
+	} else {
+		for _, prog := range f.Progs {
+			if prog.Type == elf.PT_INTERP {
+				t.Error("bin/gompi-proxy is dynamically linked (make install must build it with CGO_ENABLED=0)")
+			}
+		}
+		f.Close()
 	}
 	// -version names version and the commit make saw.
 	// (Outside a git checkout make records "unknown".)
