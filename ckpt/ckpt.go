@@ -182,7 +182,8 @@ type Ckpt struct {
 	flushedFiles map[int]layout.File // this rank's flushed files (with checksums) not yet committed in the prefix
 	flushErr     atomic.Value        // error
 	pending      map[int]*layout.Manifest
-	prefixCommit int // newest epoch committed in Prefix (as rank 0 last said)
+	primed       bool // a spare was asked for (or a checkpoint written) in this run
+	prefixCommit int  // newest epoch committed in Prefix (as rank 0 last said)
 	closed       bool
 }
 
@@ -190,6 +191,9 @@ type flushJob struct {
 	epoch int
 	from  string // the directory holding the file (the cache; the prefix: nothing to copy)
 	file  layout.File
+	// prealloc, when positive, asks instead for a spare file of this
+	// size before the first checkpoint.
+	prealloc int64
 }
 
 // New prepares checkpointing for comm's ranks (collective). It creates
@@ -368,6 +372,21 @@ func (c *Ckpt) NeedCheckpoint() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if !need && !c.primed && c.cfg.Cache != "" && !c.closed {
+		// The first checkpoint would write into new pages: allocate them
+		// now, while the application computes (docs/ckpt.md, "Spare
+		// files"). Only the raw slices' size is known beforehand.
+		c.primed = true
+		var n int64
+		for _, s := range c.secs {
+			if s.size != nil {
+				n += s.size()
+			}
+		}
+		if n > 0 {
+			c.queue(flushJob{prealloc: n})
+		}
+	}
 	return need, nil
 }
 
@@ -514,6 +533,7 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	e := c.next
 	c.next++
+	c.primed = true // from now on each flush leaves a spare
 	dir := c.cfg.Prefix
 	if c.cfg.Cache != "" {
 		dir = c.cfg.Cache
@@ -625,6 +645,12 @@ func (c *Ckpt) flusher() {
 }
 
 func (c *Ckpt) flush(j flushJob) {
+	if j.prealloc > 0 {
+		if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.prealloc); err != nil {
+			fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
+		}
+		return
+	}
 	var f layout.File
 	var err error
 	if j.from == c.cfg.Prefix {

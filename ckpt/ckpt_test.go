@@ -547,3 +547,42 @@ func TestCacheChecksumDeferred(t *testing.T) {
 	}
 	checkState(t, sts, 10)
 }
+
+// TestCachePrimedBeforeFirstCheckpoint: the first NeedCheckpoint that
+// says no asks for a spare of the raw slices' size, so the first
+// Checkpoint overwrites allocated storage too.
+func TestCachePrimedBeforeFirstCheckpoint(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir()}
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := newState(comm.Rank(), 10)
+		s.register(c)
+		if need, err := c.NeedCheckpoint(); err != nil || need {
+			return fmt.Errorf("NeedCheckpoint = %v, %v", need, err)
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		spare, err := os.Stat(layout.SparePath(cfg.Cache, comm.Rank()))
+		if err != nil || spare.Size() != int64(8*len(s.Grid)) {
+			return fmt.Errorf("spare %v (%v), want %d bytes", spare, err, 8*len(s.Grid))
+		}
+		if err := c.Checkpoint(); err != nil {
+			return err
+		}
+		now, err := os.Stat(layout.RankPath(cfg.Cache, 1, comm.Rank()))
+		if err != nil || !os.SameFile(spare, now) {
+			return fmt.Errorf("the first epoch's file is not the spare (%v)", err)
+		}
+		return c.Close()
+	}))
+	eps, sts, errs := restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 1 {
+		t.Fatalf("restored %v, want 1", eps)
+	}
+	checkState(t, sts, 10)
+}

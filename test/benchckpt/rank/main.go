@@ -25,8 +25,9 @@ import (
 func main() {
 	mib := flag.Int("mib", 256, "MiB of state per rank")
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take (the first, then the steady state)")
+	prime := flag.Bool("prime", false, "call NeedCheckpoint (and wait for what it starts) before the first checkpoint, as a solver's loop does for minutes")
 	flag.Parse()
-	if err := run(*mib, *ckpts); err != nil {
+	if err := run(*mib, *ckpts, *prime); err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
 		os.Exit(1)
 	}
@@ -39,7 +40,7 @@ func xorshift(x uint64) uint64 {
 	return x
 }
 
-func run(mib, ckpts int) error {
+func run(mib, ckpts int, prime bool) error {
 	world, err := mpi.Init(context.Background())
 	if err != nil {
 		return err
@@ -57,6 +58,14 @@ func run(mib, ckpts int) error {
 		return err
 	}
 	ckpt.RegisterSlice(c, "state", &state)
+	if prime {
+		if _, err := c.NeedCheckpoint(); err != nil {
+			return err
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+	}
 	// v[0]: blocked in the first checkpoint, v[1]: until it was flushed
 	// and committed, v[2:]: blocked in the later ones.
 	v := make([]float64, ckpts+1)
