@@ -26,8 +26,9 @@ func main() {
 	mib := flag.Int("mib", 256, "MiB of state per rank")
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take (the first, then the steady state)")
 	prime := flag.Bool("prime", false, "call NeedCheckpoint (and wait for what it starts) before the first checkpoint, as a solver's loop does for minutes")
+	poll := flag.Duration("poll", 0, "instead of Flush after each checkpoint, call NeedCheckpoint every 5 ms for this long, as a solver's loop does while the flush goes on, and report the longest call")
 	flag.Parse()
-	if err := run(*mib, *ckpts, *prime); err != nil {
+	if err := run(*mib, *ckpts, *prime, *poll); err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
 		os.Exit(1)
 	}
@@ -40,7 +41,7 @@ func xorshift(x uint64) uint64 {
 	return x
 }
 
-func run(mib, ckpts int, prime bool) error {
+func run(mib, ckpts int, prime bool, poll time.Duration) error {
 	world, err := mpi.Init(context.Background())
 	if err != nil {
 		return err
@@ -69,6 +70,7 @@ func run(mib, ckpts int, prime bool) error {
 	// v[0]: blocked in the first checkpoint, v[1]: until it was flushed
 	// and committed, v[2:]: blocked in the later ones.
 	v := make([]float64, ckpts+1)
+	var needMax float64 // the longest NeedCheckpoint call (-poll)
 	for k := 0; k < ckpts; k++ {
 		if k > 0 {
 			for i := range state {
@@ -83,6 +85,15 @@ func run(mib, ckpts int, prime bool) error {
 			return err
 		}
 		blocked := time.Since(t0)
+		// A fixed count, not a deadline: NeedCheckpoint is collective.
+		for i := 0; i < int(poll/(5*time.Millisecond)); i++ {
+			time.Sleep(5 * time.Millisecond)
+			t := time.Now()
+			if _, err := c.NeedCheckpoint(); err != nil {
+				return err
+			}
+			needMax = max(needMax, time.Since(t).Seconds())
+		}
 		if err := c.Flush(); err != nil {
 			return err
 		}
@@ -95,15 +106,20 @@ func run(mib, ckpts int, prime bool) error {
 	if err := c.Close(); err != nil {
 		return err
 	}
+	v = append(v, needMax)
 	if err := mpi.Allreduce(world, v, v, mpi.Max); err != nil {
 		return err
 	}
 	if world.Rank() == 0 {
 		var steady []string
+		needMax, v = v[len(v)-1], v[:len(v)-1]
 		for _, s := range v[2:] {
 			steady = append(steady, fmt.Sprintf("%.6f", s))
 		}
 		fmt.Printf("blocked %.6f total %.6f steady %s\n", v[0], v[1], strings.Join(steady, " "))
+		if poll > 0 {
+			fmt.Printf("longest NeedCheckpoint %.6f\n", needMax)
+		}
 	}
 	return world.Finalize()
 }
