@@ -429,3 +429,160 @@ func TestRegisterTwiceIsAnError(t *testing.T) {
 	})
 	noErrs(t, errs)
 }
+
+// TestCacheRecycles: with a cache, a Checkpoint overwrites the rank's
+// spare file (preallocated after the first flush, then the retired
+// epoch's file) instead of allocating a new one, and Close gives the spare
+// back; every epoch still restores.
+func TestCacheRecycles(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 1}
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := newState(comm.Rank(), 0)
+		s.register(c)
+		spare := layout.SparePath(cfg.Cache, comm.Rank())
+		var prev os.FileInfo // the spare the next epoch must reuse
+		for e, st := range []int{10, 20, 30} {
+			ns := newState(comm.Rank(), st)
+			s.Step, s.Grid, s.Blob.data = ns.Step, ns.Grid, ns.Blob.data
+			if err := c.Checkpoint(); err != nil {
+				return err
+			}
+			now, err := os.Stat(layout.RankPath(cfg.Cache, e+1, comm.Rank()))
+			if err != nil {
+				return err
+			}
+			if prev != nil && !os.SameFile(prev, now) {
+				return fmt.Errorf("epoch %d: a new file, not the spare", e+1)
+			}
+			if err := c.Flush(); err != nil {
+				return err
+			}
+			if prev, err = os.Stat(spare); err != nil {
+				return fmt.Errorf("after epoch %d: no spare: %v", e+1, err)
+			}
+		}
+		if err := c.Close(); err != nil {
+			return err
+		}
+		if _, err := os.Stat(spare); !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("spare left after Close: %v", err)
+		}
+		return nil
+	}))
+	if eps, _ := layout.List(cfg.Cache); len(eps) != 1 || eps[0].Epoch != 3 {
+		t.Fatalf("cache epochs %+v, want 3 only", eps)
+	}
+	eps, sts, errs := restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 3 {
+		t.Fatalf("restored %v, want 3", eps)
+	}
+	checkState(t, sts, 30)
+	// From the prefix alone too.
+	os.RemoveAll(cfg.Cache)
+	eps, sts, errs = restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 3 {
+		t.Fatalf("restored %v from the prefix, want 3", eps)
+	}
+	checkState(t, sts, 30)
+}
+
+// TestCacheChecksumDeferred: with a cache (no partner), Checkpoint commits
+// the cache manifest without checksums and the flush computes them from
+// the cache files: the prefix's manifest and then the cache's carry the
+// files' true CRC-32C, so a cache copy damaged later is caught.
+func TestCacheChecksumDeferred(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 2}
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := newState(comm.Rank(), 10)
+		s.register(c)
+		if err := c.Checkpoint(); err != nil {
+			return err
+		}
+		if comm.Rank() == 0 {
+			m, err := layout.ReadManifest(cfg.Cache, 1)
+			if err != nil {
+				return err
+			}
+			if m.Checksummed() {
+				return fmt.Errorf("cache manifest has checksums before the flush: %+v", m.Files)
+			}
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		return c.Close()
+	}))
+	for _, dir := range []string{cfg.Prefix, cfg.Cache} {
+		m, err := layout.ReadManifest(dir, 1)
+		if err != nil || !m.Checksummed() {
+			t.Fatalf("%s: manifest %+v %v, want checksums", dir, m, err)
+		}
+		for _, f := range m.Files {
+			got, err := layout.Checksum(dir, 1, layout.File{Name: f.Name, Size: f.Size})
+			if err != nil || got.CRC32C != f.CRC32C {
+				t.Fatalf("%s rank %d: manifest says %s, file has %s (%v)", dir, f.Rank, f.CRC32C, got.CRC32C, err)
+			}
+		}
+	}
+	// One byte of rank 1's cache copy damaged: caught, the prefix copy
+	// restores.
+	p := layout.RankPath(cfg.Cache, 1, 1)
+	b, _ := os.ReadFile(p)
+	b[3] ^= 0x40
+	os.WriteFile(p, b, 0o644)
+	eps, sts, errs := restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 1 {
+		t.Fatalf("restored %v, want 1", eps)
+	}
+	checkState(t, sts, 10)
+}
+
+// TestCachePrimedBeforeFirstCheckpoint: the first NeedCheckpoint that
+// says no asks for a spare of the raw slices' size, so the first
+// Checkpoint overwrites allocated storage too.
+func TestCachePrimedBeforeFirstCheckpoint(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir()}
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := newState(comm.Rank(), 10)
+		s.register(c)
+		if need, err := c.NeedCheckpoint(); err != nil || need {
+			return fmt.Errorf("NeedCheckpoint = %v, %v", need, err)
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		spare, err := os.Stat(layout.SparePath(cfg.Cache, comm.Rank()))
+		if err != nil || spare.Size() != int64(8*len(s.Grid)) {
+			return fmt.Errorf("spare %v (%v), want %d bytes", spare, err, 8*len(s.Grid))
+		}
+		if err := c.Checkpoint(); err != nil {
+			return err
+		}
+		now, err := os.Stat(layout.RankPath(cfg.Cache, 1, comm.Rank()))
+		if err != nil || !os.SameFile(spare, now) {
+			return fmt.Errorf("the first epoch's file is not the spare (%v)", err)
+		}
+		return c.Close()
+	}))
+	eps, sts, errs := restoreAll(t, 2, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != 1 {
+		t.Fatalf("restored %v, want 1", eps)
+	}
+	checkState(t, sts, 10)
+}

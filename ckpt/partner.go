@@ -135,7 +135,7 @@ func (c *Ckpt) recvFile(src, tagHdr, tagData int, dir string) (fileHeader, error
 	if err != nil {
 		return h, err
 	}
-	if got.Size != h.File.Size || got.CRC32C != h.File.CRC32C {
+	if got.Size != h.File.Size || (h.File.CRC32C != "" && got.CRC32C != h.File.CRC32C) {
 		os.Remove(layout.RankPath(dir, h.Epoch, h.File.Rank))
 		return h, fmt.Errorf("%s: %w: received %d bytes crc32c %s from rank %d, expected %d bytes %s",
 			layout.RankPath(dir, h.Epoch, h.File.Rank), layout.ErrCorrupt, got.Size, got.CRC32C, src, h.File.Size, h.File.CRC32C)
@@ -247,7 +247,7 @@ func (c *Ckpt) rebuild(e int) (m *layout.Manifest, dir string, err, fatal error)
 		case holder == rank && r == rank:
 			// Our own copy is in our partner directory (placement
 			// changed): a local copy.
-			if cerr := layout.CopyFile(from, c.cfg.Cache, e, m.Files[r]); cerr != nil {
+			if _, cerr := layout.CopyFile(from, c.cfg.Cache, e, m.Files[r]); cerr != nil {
 				err = fmt.Errorf("%w; rebuilding from the partner copy: %v", err, cerr)
 			} else {
 				dir, err = c.cfg.Cache, nil

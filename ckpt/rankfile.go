@@ -27,6 +27,7 @@ type section struct {
 	kind string
 	save func(w io.Writer) (int64, error)
 	load func(r io.Reader, size int64) error
+	size func() int64 // the bytes save will write, when known beforehand (raw slices); nil otherwise
 }
 
 // index is the trailer of a rank file.
@@ -171,6 +172,7 @@ func rawSection[T mpi.Number](name string, s *[]T) section {
 		return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(esize))
 	}
 	return section{name: name, kind: kindRaw,
+		size: func() int64 { return int64(len(*s)) * esize },
 		save: func(w io.Writer) (int64, error) {
 			n, err := w.Write(bytesOf(*s))
 			return int64(n), err

@@ -106,15 +106,27 @@ func (c *Ckpt) HaveRestart() (bool, error) {
 }
 
 // manifest is epoch e's manifest as this rank sees it: the cache copy
-// first, then the partner copies', then the prefix's.
+// first, then the partner copies', then the prefix's; but one with every
+// checksum before one without (a cache manifest written before the flush
+// computed them, when the prefix has the complete one).
 func (c *Ckpt) manifest(e int) (*layout.Manifest, error) {
 	var errs []string
+	var partial *layout.Manifest
 	for _, d := range c.dirs() {
 		m, err := layout.ReadManifest(d, e)
-		if err == nil {
+		if err == nil && m.Checksummed() {
 			return m, nil
 		}
+		if err == nil {
+			if partial == nil {
+				partial = m
+			}
+			continue
+		}
 		errs = append(errs, err.Error())
+	}
+	if partial != nil {
+		return partial, nil
 	}
 	return nil, fmt.Errorf("epoch %d: %s", e, strings.Join(errs, "; "))
 }
@@ -288,6 +300,6 @@ func (c *Ckpt) completeFlush(m *layout.Manifest, dir string) error {
 	if c.comm.Rank() == 0 {
 		c.pending[m.Epoch] = m
 	}
-	c.flushQ <- flushJob{epoch: m.Epoch, from: dir, file: m.Files[c.comm.Rank()]}
+	c.queue(flushJob{epoch: m.Epoch, from: dir, file: m.Files[c.comm.Rank()]})
 	return nil
 }

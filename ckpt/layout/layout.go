@@ -42,6 +42,8 @@ var (
 	ErrMissing     = errors.New("checkpoint file missing")
 	ErrBadPrefix   = errors.New("not a checkpoint prefix")
 	ErrUncommitted = errors.New("epoch not committed")
+
+	errNoFallocate = errors.New("file system cannot preallocate")
 )
 
 // File describes one rank's file in a manifest.
@@ -49,7 +51,7 @@ type File struct {
 	Rank   int    `json:"rank"`
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
-	CRC32C string `json:"crc32c"` // 8 hex digits
+	CRC32C string `json:"crc32c"` // 8 hex digits; "" in a cache manifest until the epoch's flush computed it
 }
 
 // Manifest describes a committed epoch.
@@ -70,6 +72,17 @@ func (m *Manifest) Size() int64 {
 		n += f.Size
 	}
 	return n
+}
+
+// Checksummed reports whether every file's entry has its checksum (a
+// cache manifest does not until the epoch's flush computed them).
+func (m *Manifest) Checksummed() bool {
+	for _, f := range m.Files {
+		if f.CRC32C == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // EpochDir is the directory of epoch e under prefix.
@@ -139,6 +152,9 @@ func (m *Manifest) validate() error {
 		case f.Size < 0:
 			return fmt.Errorf("rank %d: size %d", i, f.Size)
 		}
+		if f.CRC32C == "" {
+			continue // not computed yet (a cache epoch before its flush)
+		}
 		if _, err := parseCRC(f.CRC32C); err != nil {
 			return fmt.Errorf("rank %d: %v", i, err)
 		}
@@ -189,6 +205,11 @@ type Writer struct {
 	n    int64
 	crc  uint32
 	err  error
+	// noCRC: the checksum is left to the flush (NoChecksum).
+	noCRC bool
+	// reuse: the file is a spare being overwritten (Reuse); Close cuts
+	// it to the bytes written.
+	reuse bool
 }
 
 // Create starts rank r's file of epoch e under prefix, creating the epoch
@@ -211,11 +232,20 @@ func Create(prefix string, e, r int) (*Writer, error) {
 // cache (one pass over memory instead of two).
 const writeChunk = 1 << 20
 
+// NoChecksum makes w skip the checksum: Close's entry has an empty CRC32C,
+// to be filled in by the flush that reads the file back (docs/ckpt.md,
+// "Levels"). Writes still go a chunk at a time: measured on 4 ranks and
+// 2 cores, one 256 MiB write blocked the application longer than 1 MiB
+// ones (medians 0.89 s and 0.60 s in 6 interleaved pairs under load).
+func (w *Writer) NoChecksum() { w.noCRC = true }
+
 func (w *Writer) Write(p []byte) (int, error) {
 	total := 0
 	for len(p) > 0 && w.err == nil {
 		c := p[:min(len(p), writeChunk)]
-		w.crc = crc32.Update(w.crc, crcTable, c)
+		if !w.noCRC {
+			w.crc = crc32.Update(w.crc, crcTable, c)
+		}
 		n, err := w.f.Write(c)
 		w.n += int64(n)
 		total += n
@@ -231,6 +261,9 @@ func (w *Writer) Write(p []byte) (int, error) {
 // entry. On error the temporary file is removed.
 func (w *Writer) Close() (File, error) {
 	err := w.err
+	if err == nil && w.reuse {
+		err = w.f.Truncate(w.n)
+	}
 	if err == nil {
 		err = w.f.Sync()
 	}
@@ -244,7 +277,11 @@ func (w *Writer) Close() (File, error) {
 		os.Remove(w.path + tmpSuffix)
 		return File{}, err
 	}
-	return File{Rank: w.rank, Name: RankName(w.rank), Size: w.n, CRC32C: FormatCRC(w.crc)}, nil
+	f := File{Rank: w.rank, Name: RankName(w.rank), Size: w.n, CRC32C: FormatCRC(w.crc)}
+	if w.noCRC {
+		f.CRC32C = ""
+	}
+	return f, nil
 }
 
 // Abort drops the file being written.
@@ -377,30 +414,55 @@ func MaxEpoch(prefix string) (int, error) {
 }
 
 // VerifyFile checks one rank's file against its manifest entry by reading
-// it whole.
+// it whole. An entry without a checksum (a cache epoch whose flush has not
+// computed it) is checked by size only.
 func VerifyFile(prefix string, e int, f File) error {
 	p := filepath.Join(EpochDir(prefix, e), f.Name)
-	fd, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%s: %w", p, ErrMissing)
+	if f.CRC32C == "" {
+		st, err := os.Stat(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%s: %w", p, ErrMissing)
+		}
+		if err != nil {
+			return err
+		}
+		if st.Size() != f.Size {
+			return fmt.Errorf("%s: %w: %d bytes, manifest says %d", p, ErrCorrupt, st.Size(), f.Size)
+		}
+		return nil
 	}
+	got, err := Checksum(prefix, e, f)
 	if err != nil {
 		return err
 	}
+	if got.CRC32C != f.CRC32C {
+		return fmt.Errorf("%s: %w: crc32c %s, manifest says %s", p, ErrCorrupt, got.CRC32C, f.CRC32C)
+	}
+	return nil
+}
+
+// Checksum reads rank file f of epoch e whole and returns f with the
+// file's CRC-32C; its size must be f.Size.
+func Checksum(prefix string, e int, f File) (File, error) {
+	p := filepath.Join(EpochDir(prefix, e), f.Name)
+	fd, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, fmt.Errorf("%s: %w", p, ErrMissing)
+	}
+	if err != nil {
+		return f, err
+	}
 	defer fd.Close()
-	want, _ := parseCRC(f.CRC32C)
 	h := crc32.New(crcTable)
 	n, err := copyChunks(h, fd)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+		return f, fmt.Errorf("%s: %w", p, err)
 	}
 	if n != f.Size {
-		return fmt.Errorf("%s: %w: %d bytes, manifest says %d", p, ErrCorrupt, n, f.Size)
+		return f, fmt.Errorf("%s: %w: %d bytes, manifest says %d", p, ErrCorrupt, n, f.Size)
 	}
-	if got := h.Sum32(); got != want {
-		return fmt.Errorf("%s: %w: crc32c %08x, manifest says %s", p, ErrCorrupt, got, f.CRC32C)
-	}
-	return nil
+	f.CRC32C = FormatCRC(h.Sum32())
+	return f, nil
 }
 
 // Verify checks every file of committed epoch e and returns one error per
@@ -464,31 +526,35 @@ func Prune(prefix string, keep int) error {
 }
 
 // CopyFile copies rank file f of epoch e from one prefix to another
-// (cache to prefix: the flush), synced and renamed into place.
-func CopyFile(from, to string, e int, f File) error {
+// (cache to prefix: the flush), synced and renamed into place, and returns
+// the copy's entry. The copy must match f's size and, when f has one, its
+// checksum; when f has none, the entry carries the checksum of the bytes
+// copied (the source is immutable once written, so they are the bytes the
+// application saved).
+func CopyFile(from, to string, e int, f File) (File, error) {
 	src, err := os.Open(filepath.Join(EpochDir(from, e), f.Name))
 	if err != nil {
-		return err
+		return File{}, err
 	}
 	defer src.Close()
 	w, err := Create(to, e, f.Rank)
 	if err != nil {
-		return err
+		return File{}, err
 	}
 	if _, err := copyChunks(w, src); err != nil {
 		w.Abort()
-		return err
+		return File{}, err
 	}
 	got, err := w.Close()
 	if err != nil {
-		return err
+		return File{}, err
 	}
-	if got.Size != f.Size || got.CRC32C != f.CRC32C {
+	if got.Size != f.Size || (f.CRC32C != "" && got.CRC32C != f.CRC32C) {
 		os.Remove(filepath.Join(EpochDir(to, e), f.Name))
-		return fmt.Errorf("flush %s: %w: copied %d bytes crc32c %s, expected %d bytes %s",
+		return File{}, fmt.Errorf("flush %s: %w: copied %d bytes crc32c %s, expected %d bytes %s",
 			filepath.Join(EpochDir(from, e), f.Name), ErrCorrupt, got.Size, got.CRC32C, f.Size, f.CRC32C)
 	}
-	return nil
+	return got, nil
 }
 
 // PartnerName is the directory inside a node-local cache that holds the

@@ -140,8 +140,9 @@ func TestCopyFile(t *testing.T) {
 	cache, prefix := t.TempDir(), t.TempDir()
 	m := writeEpoch(t, cache, 7, 2, true)
 	for _, f := range m.Files {
-		if err := CopyFile(cache, prefix, 7, f); err != nil {
-			t.Fatal(err)
+		got, err := CopyFile(cache, prefix, 7, f)
+		if err != nil || got != f {
+			t.Fatalf("copy %+v: %+v %v", f, got, err)
 		}
 	}
 	if err := Commit(prefix, m); err != nil {
@@ -154,8 +155,53 @@ func TestCopyFile(t *testing.T) {
 	b, _ := os.ReadFile(RankPath(cache, 7, 0))
 	b[0] ^= 0xff
 	os.WriteFile(RankPath(cache, 7, 0), b, 0o644)
-	if err := CopyFile(cache, t.TempDir(), 7, m.Files[0]); !errors.Is(err, ErrCorrupt) {
+	if _, err := CopyFile(cache, t.TempDir(), 7, m.Files[0]); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("copy of a damaged file: %v", err)
+	}
+}
+
+// TestDeferredChecksum: a file written without a checksum (a cache epoch)
+// commits with an empty crc32c, is verified by size until then, and the
+// flush's copy supplies the checksum of its bytes.
+func TestDeferredChecksum(t *testing.T) {
+	cache, prefix := t.TempDir(), t.TempDir()
+	w, err := Create(cache, 3, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.NoChecksum()
+	data := bytes.Repeat([]byte("abc"), 5000)
+	w.Write(data)
+	f, err := w.Close()
+	if err != nil || f.CRC32C != "" || f.Size != int64(len(data)) {
+		t.Fatalf("entry %+v %v; want no checksum, %d bytes", f, err, len(data))
+	}
+	m := &Manifest{Epoch: 3, Ranks: 1, Files: []File{f}}
+	if err := Commit(cache, m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadManifest(cache, 3); err != nil {
+		t.Fatalf("a manifest without checksums: %v", err)
+	}
+	if err := VerifyFile(cache, 3, f); err != nil {
+		t.Fatal(err)
+	}
+	got, err := CopyFile(cache, prefix, 3, f)
+	want := FormatCRC(crc32.Checksum(data, crcTable))
+	if err != nil || got.CRC32C != want || got.Size != f.Size {
+		t.Fatalf("flushed entry %+v %v; want crc32c %s", got, err, want)
+	}
+	if err := VerifyFile(prefix, 3, got); err != nil {
+		t.Fatal(err)
+	}
+	// What the size check still catches: a truncated or missing file.
+	os.Truncate(RankPath(cache, 3, 0), 10)
+	if err := VerifyFile(cache, 3, f); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("truncated file: %v", err)
+	}
+	os.Remove(RankPath(cache, 3, 0))
+	if err := VerifyFile(cache, 3, f); !errors.Is(err, ErrMissing) {
+		t.Fatalf("missing file: %v", err)
 	}
 }
 
@@ -183,6 +229,7 @@ func TestParseManifestRejects(t *testing.T) {
 func FuzzParseManifest(f *testing.F) {
 	f.Add([]byte(`{"version":1,"epoch":2,"ranks":1,"time":"2026-01-01T00:00:00Z","files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":"0000abcd"}]}`))
 	f.Add([]byte(`{"version":1,"epoch":0,"ranks":0,"files":[]}`))
+	f.Add([]byte(`{"version":1,"epoch":3,"ranks":1,"files":[{"rank":0,"name":"rank.00000","size":3,"crc32c":""}]}`))
 	f.Add([]byte(`{`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := ParseManifest(data, "fuzz")
@@ -234,7 +281,7 @@ func TestLargeFile(t *testing.T) {
 	if err := VerifyFile(prefix, 1, f); err != nil {
 		t.Fatal(err)
 	}
-	if err := CopyFile(prefix, to, 1, f); err != nil {
+	if _, err := CopyFile(prefix, to, 1, f); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := os.ReadFile(RankPath(to, 1, 0)); err != nil || !bytes.Equal(got, data) {

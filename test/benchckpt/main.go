@@ -1,8 +1,11 @@
-// Command benchckpt is `make bench-ckpt`: one checkpoint of 4 ranks x
+// Command benchckpt is `make bench-ckpt`: checkpoints of 4 ranks x
 // 256 MiB through package ckpt, written straight to the prefix and through
 // a node-local cache (/dev/shm, flushed to the prefix in the background),
 // next to dd writing and syncing the same bytes to the same file system,
-// interleaved in one run. It prints a table and writes a plot.
+// interleaved in one run. Each run of the rank program takes three
+// checkpoints: the first (compared with dd) and two later ones (the
+// steady state of a run that checkpoints many times, where the cache
+// reuses its files). It prints a table and writes a plot.
 //
 // "The same bytes" literally: dd copies, from files in the cache
 // directory, the state the rank program checkpoints (the same generator
@@ -27,6 +30,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -52,7 +56,7 @@ func main() {
 	}
 }
 
-var lineRE = regexp.MustCompile(`blocked ([0-9.]+) total ([0-9.]+)`)
+var lineRE = regexp.MustCompile(`blocked ([0-9.]+) total ([0-9.]+) steady ([0-9. ]+)`)
 
 func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string) error {
 	work, err := os.MkdirTemp(dir, "gompi-bench-ckpt-")
@@ -75,17 +79,18 @@ func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string)
 			return err
 		}
 	}
-	var dd, direct, cached, cachedTotal, rDirect, rCached []float64
+	var dd, direct, directSteady, cached, cachedTotal, cachedSteady, rDirect, rCached, rSteady, rSteadyFirst []float64
 	for r := 0; r < rounds; r++ {
-		var t, d, b, tot float64
+		var t float64
+		var d, b ckptTimes
 		cases := []func() error{
 			func() (err error) { t, err = ddRun(src, work, np, mib); return },
 			func() (err error) {
-				d, _, err = ckptRun(gompiexec, rank, filepath.Join(work, "direct"), "", np, mib)
+				d, err = ckptRun(gompiexec, rank, filepath.Join(work, "direct"), "", np, mib)
 				return
 			},
 			func() (err error) {
-				b, tot, err = ckptRun(gompiexec, rank, filepath.Join(work, "cached"), cache, np, mib)
+				b, err = ckptRun(gompiexec, rank, filepath.Join(work, "cached"), cache, np, mib)
 				return
 			},
 		}
@@ -95,26 +100,34 @@ func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string)
 				return err
 			}
 		}
-		dd, direct, cached, cachedTotal = append(dd, t), append(direct, d), append(cached, b), append(cachedTotal, tot)
-		rDirect, rCached = append(rDirect, t/d), append(rCached, b/d)
-		fmt.Fprintf(os.Stderr, "round %d: dd %.3fs, direct %.3fs (%.2fx dd), cache blocked %.3fs (%.3fx direct; flushed after %.3fs)\n",
-			r+1, t, d, t/d, b, b/d, tot)
+		dd, direct, directSteady = append(dd, t), append(direct, d.blocked), append(directSteady, d.steady)
+		cached, cachedTotal, cachedSteady = append(cached, b.blocked), append(cachedTotal, b.total), append(cachedSteady, b.steady)
+		rDirect, rCached, rSteady = append(rDirect, t/d.blocked), append(rCached, b.blocked/d.blocked), append(rSteady, b.steady/d.steady)
+		rSteadyFirst = append(rSteadyFirst, b.steady/d.blocked)
+		fmt.Fprintf(os.Stderr, "round %d: dd %.3fs, direct %.3fs (%.2fx dd; later %.3fs), cache blocked %.3fs (%.3fx direct; flushed after %.3fs; later %.3fs: %.3fx direct's later)\n",
+			r+1, t, d.blocked, t/d.blocked, d.steady, b.blocked, b.blocked/d.blocked, b.total, b.steady, b.steady/d.steady)
 	}
 	bytes := float64(np*mib) * (1 << 20)
-	mdd, mdir, mcache, mcacheTot := median(dd), median(direct), median(cached), median(cachedTotal)
-	ratioDir, ratioCache := median(rDirect), median(rCached)
+	mdd, mdir, mdirSteady, mcache, mcacheTot, mcacheSteady := median(dd), median(direct), median(directSteady), median(cached), median(cachedTotal), median(cachedSteady)
+	ratioDir, ratioCache, ratioSteady, ratioSteadyFirst := median(rDirect), median(rCached), median(rSteady), median(rSteadyFirst)
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("\n%d ranks x %d MiB, prefix on %s, cache on %s, %d rounds, medians (load average %s)\n\n", np, mib, dir, cacheDir, rounds, string(load[:14]))
 	fmt.Println("| case | time | throughput | ratio | goal |")
 	fmt.Println("|---|---|---|---|---|")
 	fmt.Printf("| dd of the same bytes (%d in parallel, bs=1M conv=fsync) | %.3f s | %.0f MiB/s | 1.00x | |\n", np, mdd, bytes/mdd/(1<<20))
-	fmt.Printf("| ckpt straight to the prefix | %.3f s | %.0f MiB/s | %.2fx dd (rounds %s) | >= 0.8x %s |\n",
+	fmt.Printf("| ckpt straight to the prefix (first checkpoint) | %.3f s | %.0f MiB/s | %.2fx dd (rounds %s) | >= 0.8x %s |\n",
 		mdir, bytes/mdir/(1<<20), ratioDir, span(rDirect), verdict(ratioDir >= 0.8))
-	fmt.Printf("| ckpt via node-local cache: application blocked | %.3f s | | %.3fx direct (rounds %s) | <= 0.1x %s |\n",
+	fmt.Printf("| ckpt straight to the prefix (later checkpoints) | %.3f s | %.0f MiB/s | | |\n", mdirSteady, bytes/mdirSteady/(1<<20))
+	fmt.Printf("| ckpt via node-local cache, first checkpoint: application blocked | %.3f s | | %.3fx direct (rounds %s) | <= 0.1x %s |\n",
 		mcache, ratioCache, span(rCached), verdict(ratioCache <= 0.1))
-	fmt.Printf("| ckpt via node-local cache: until flushed and committed | %.3f s | %.0f MiB/s | | |\n", mcacheTot, bytes/mcacheTot/(1<<20))
-	return plotBars(out, []string{"dd", "ckpt direct", "ckpt cache (blocked)", "ckpt cache (flushed)"},
-		[]float64{mdd, mdir, mcache, mcacheTot})
+	// Judged against the direct first checkpoint too: the direct later
+	// ones also pay for removing the previous epoch (on a disk mounted
+	// with discard, a slow unlink), which flatters the cache.
+	fmt.Printf("| ckpt via node-local cache, later checkpoints: application blocked | %.3f s | | %.3fx direct's first (rounds %s); %.3fx direct's later (rounds %s) | <= 0.1x %s |\n",
+		mcacheSteady, ratioSteadyFirst, span(rSteadyFirst), ratioSteady, span(rSteady), verdict(ratioSteadyFirst <= 0.1))
+	fmt.Printf("| ckpt via node-local cache: until the first is flushed and committed | %.3f s | %.0f MiB/s | | |\n", mcacheTot, bytes/mcacheTot/(1<<20))
+	return plotBars(out, []string{"dd", "ckpt direct", "direct (later)", "cache blocked", "cache blocked (later)", "cache flushed"},
+		[]float64{mdd, mdir, mdirSteady, mcache, mcacheSteady, mcacheTot})
 }
 
 // span is "min-max" of v.
@@ -175,7 +188,13 @@ func ddRun(src, dir string, np, mib int) (float64, error) {
 	return t, nil
 }
 
-func ckptRun(gompiexec, rank, prefix, cache string, np, mib int) (blocked, total float64, err error) {
+// ckptTimes is what the rank program reports (the slowest rank's):
+// seconds blocked in the first Checkpoint, until that epoch was committed
+// in the prefix, and blocked in the later ones (their mean).
+type ckptTimes struct{ blocked, total, steady float64 }
+
+func ckptRun(gompiexec, rank, prefix, cache string, np, mib int) (ckptTimes, error) {
+	var t ckptTimes
 	os.RemoveAll(prefix)
 	args := []string{"-ckpoint-prefix", prefix}
 	if cache != "" {
@@ -185,16 +204,24 @@ func ckptRun(gompiexec, rank, prefix, cache string, np, mib int) (blocked, total
 	args = append(args, "-n", strconv.Itoa(np), rank, "-mib", strconv.Itoa(mib))
 	out, err := exec.Command(gompiexec, args...).CombinedOutput()
 	if err != nil {
-		return 0, 0, fmt.Errorf("gompiexec %v: %v\n%s", args, err, out)
+		return t, fmt.Errorf("gompiexec %v: %v\n%s", args, err, out)
 	}
 	m := lineRE.FindSubmatch(out)
 	if m == nil {
-		return 0, 0, fmt.Errorf("no timing in:\n%s", out)
+		return t, fmt.Errorf("no timing in:\n%s", out)
 	}
-	blocked, _ = strconv.ParseFloat(string(m[1]), 64)
-	total, _ = strconv.ParseFloat(string(m[2]), 64)
+	t.blocked, _ = strconv.ParseFloat(string(m[1]), 64)
+	t.total, _ = strconv.ParseFloat(string(m[2]), 64)
+	steady := strings.Fields(string(m[3]))
+	if len(steady) == 0 {
+		return t, fmt.Errorf("no later checkpoints in:\n%s", out)
+	}
+	for _, f := range steady {
+		v, _ := strconv.ParseFloat(f, 64)
+		t.steady += v / float64(len(steady))
+	}
 	os.RemoveAll(prefix)
-	return blocked, total, nil
+	return t, nil
 }
 
 func median(v []float64) float64 {
@@ -219,9 +246,9 @@ func plotBars(path string, names []string, secs []float64) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	if err := p.Save(9*vg.Inch, 4*vg.Inch, path); err != nil {
+	if err := p.Save(11*vg.Inch, 4*vg.Inch, path); err != nil {
 		return err
 	}
 	png := path[:len(path)-len(filepath.Ext(path))] + ".png"
-	return p.Save(9*vg.Inch, 4*vg.Inch, png)
+	return p.Save(11*vg.Inch, 4*vg.Inch, png)
 }

@@ -1,8 +1,13 @@
 // Command rank is the rank program of `make bench-ckpt`: it fills -mib MiB
-// of state, takes one checkpoint through package ckpt (settings from
-// gompiexec's -ckpoint-* options) and prints, at rank 0, how long the
-// application was blocked in Checkpoint and how long until the epoch was
-// in the prefix (Close waits for the flush), both the slowest rank's.
+// of state and takes -ckpts checkpoints through package ckpt (settings
+// from gompiexec's -ckpoint-* options), changing all of its state before
+// each one, as a solver does between checkpoints. After each checkpoint it
+// waits for the background flush (Flush), as a real run's interval
+// (minutes) would. It prints, at rank 0, how long the application was
+// blocked in the first Checkpoint, how long until that epoch was committed
+// in the prefix, and how long it was blocked in each later Checkpoint (the
+// steady state, when the cache's files are reused): each the slowest
+// rank's.
 package main
 
 import (
@@ -10,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gompi/gompi/ckpt"
@@ -18,14 +24,24 @@ import (
 
 func main() {
 	mib := flag.Int("mib", 256, "MiB of state per rank")
+	ckpts := flag.Int("ckpts", 3, "checkpoints to take (the first, then the steady state)")
+	prime := flag.Bool("prime", false, "call NeedCheckpoint (and wait for what it starts) before the first checkpoint, as a solver's loop does for minutes")
+	poll := flag.Duration("poll", 0, "instead of Flush after each checkpoint, call NeedCheckpoint every 5 ms for this long, as a solver's loop does while the flush goes on, and report the longest call")
 	flag.Parse()
-	if err := run(*mib); err != nil {
+	if err := run(*mib, *ckpts, *prime, *poll); err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
 		os.Exit(1)
 	}
 }
 
-func run(mib int) error {
+func xorshift(x uint64) uint64 {
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	return x
+}
+
+func run(mib, ckpts int, prime bool, poll time.Duration) error {
 	world, err := mpi.Init(context.Background())
 	if err != nil {
 		return err
@@ -33,9 +49,7 @@ func run(mib int) error {
 	state := make([]uint64, mib<<20/8)
 	x := uint64(world.Rank()) + 1
 	for i := range state {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
+		x = xorshift(x)
 		state[i] = x
 	}
 	cfg := ckpt.FromEnv()
@@ -45,24 +59,67 @@ func run(mib int) error {
 		return err
 	}
 	ckpt.RegisterSlice(c, "state", &state)
-	if err := world.Barrier(); err != nil {
-		return err
+	if prime {
+		if _, err := c.NeedCheckpoint(); err != nil {
+			return err
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
 	}
-	t0 := time.Now()
-	if err := c.Checkpoint(); err != nil {
-		return err
+	// v[0]: blocked in the first checkpoint, v[1]: until it was flushed
+	// and committed, v[2:]: blocked in the later ones.
+	v := make([]float64, ckpts+1)
+	var needMax float64 // the longest NeedCheckpoint call (-poll)
+	for k := 0; k < ckpts; k++ {
+		if k > 0 {
+			for i := range state {
+				state[i] = xorshift(state[i])
+			}
+		}
+		if err := world.Barrier(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := c.Checkpoint(); err != nil {
+			return err
+		}
+		blocked := time.Since(t0)
+		// A fixed count, not a deadline: NeedCheckpoint is collective.
+		for i := 0; i < int(poll/(5*time.Millisecond)); i++ {
+			time.Sleep(5 * time.Millisecond)
+			t := time.Now()
+			if _, err := c.NeedCheckpoint(); err != nil {
+				return err
+			}
+			needMax = max(needMax, time.Since(t).Seconds())
+		}
+		if err := c.Flush(); err != nil {
+			return err
+		}
+		if k == 0 {
+			v[0], v[1] = blocked.Seconds(), time.Since(t0).Seconds()
+		} else {
+			v[k+1] = blocked.Seconds()
+		}
 	}
-	blocked := time.Since(t0)
 	if err := c.Close(); err != nil {
 		return err
 	}
-	total := time.Since(t0)
-	v := []float64{blocked.Seconds(), total.Seconds()}
+	v = append(v, needMax)
 	if err := mpi.Allreduce(world, v, v, mpi.Max); err != nil {
 		return err
 	}
 	if world.Rank() == 0 {
-		fmt.Printf("blocked %.6f total %.6f\n", v[0], v[1])
+		var steady []string
+		needMax, v = v[len(v)-1], v[:len(v)-1]
+		for _, s := range v[2:] {
+			steady = append(steady, fmt.Sprintf("%.6f", s))
+		}
+		fmt.Printf("blocked %.6f total %.6f steady %s\n", v[0], v[1], strings.Join(steady, " "))
+		if poll > 0 {
+			fmt.Printf("longest NeedCheckpoint %.6f\n", needMax)
+		}
 	}
 	return world.Finalize()
 }

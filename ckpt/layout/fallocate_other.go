@@ -1,0 +1,7 @@
+//go:build !linux
+
+package layout
+
+import "os"
+
+func fallocate(*os.File, int64) error { return errNoFallocate }
