@@ -410,32 +410,9 @@ func BenchmarkCollAlltoallNode(b *testing.B) {
 				comms, _ := world(t, len(hosts), func(c *Config) {
 					c.testHost = "host-" + hosts[c.Bootstrap.Rank():c.Bootstrap.Rank()+1]
 				})
-				defer func() {
-					for _, c := range comms {
-						c.Finalize()
-					}
-				}()
-				f := func(c *Comm) error {
+				benchComms(b, comms, func(c *Comm) error {
 					return Alltoall(c, make([]float64, k*len(hosts)), make([]float64, k*len(hosts)))
-				}
-				for _, c := range comms[1:] {
-					go func(c *Comm) {
-						for i := 0; i < b.N+1; i++ {
-							if err := f(c); err != nil {
-								panic(err)
-							}
-						}
-					}(c)
-				}
-				if err := f(comms[0]); err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					if err := f(comms[0]); err != nil {
-						b.Fatal(err)
-					}
-				}
+				})
 			})
 		}
 	}

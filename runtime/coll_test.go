@@ -709,6 +709,12 @@ func TestCollGathervTruncate(t *testing.T) {
 func benchColl(b *testing.B, n int, f func(c *Comm) error) {
 	t := &testing.T{}
 	comms, _ := world(t, n, nil)
+	benchComms(b, comms, f)
+}
+
+// benchComms times f on comms[0] while the other ranks run it alongside,
+// then finalizes every rank.
+func benchComms(b *testing.B, comms []*Comm, f func(c *Comm) error) {
 	defer func() {
 		for _, c := range comms {
 			c.Finalize()

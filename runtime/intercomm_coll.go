@@ -112,47 +112,39 @@ func (c *Comm) interRooted(root int, what string) (isRoot, idle bool, err error)
 // interReduce: the other group reduces to its rank 0, which sends the
 // result to the root (len(recvbuf) >= the other group's count there).
 func interReduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
-	isRoot, idle, err := c.interRooted(root, "reduce")
-	switch {
-	case err != nil || idle:
-		return err
-	case isRoot:
-		return c.crecv(asBytes(recvbuf), 0, tagReduce)
-	}
-	lc := c.inter.local
-	var part []T
-	if lc.rank == 0 {
-		part = make([]T, len(sendbuf))
-	}
-	if err := Reduce(lc, sendbuf, part, op, 0); err != nil {
-		return err
-	}
-	if lc.rank == 0 {
-		return c.csend(asBytes(part), root, tagReduce)
-	}
-	return nil
+	return interCollect(c, recvbuf, root, "reduce", tagReduce, len(sendbuf), func(part []T) error {
+		return Reduce(c.inter.local, sendbuf, part, op, 0)
+	})
 }
 
 // interGather: the other group gathers at its rank 0, which sends the
 // blocks to the root (recvbuf: RemoteSize() blocks there).
 func interGather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
-	isRoot, idle, err := c.interRooted(root, "gather")
+	return interCollect(c, recvbuf, root, "gather", tagGather, len(c.inter.local.group)*len(sendbuf), func(part []T) error {
+		return Gather(c.inter.local, sendbuf, part, 0)
+	})
+}
+
+// interCollect is the shape of rooted collectives toward the root: the
+// root receives recvbuf from the other group's rank 0, where collect (a
+// collective of the local group) has left n elements in part.
+func interCollect[T Number](c *Comm, recvbuf []T, root int, what string, tag, n int, collect func(part []T) error) error {
+	isRoot, idle, err := c.interRooted(root, what)
 	switch {
 	case err != nil || idle:
 		return err
 	case isRoot:
-		return c.crecv(asBytes(recvbuf), 0, tagGather)
+		return c.crecv(asBytes(recvbuf), 0, tag)
 	}
-	lc := c.inter.local
 	var part []T
-	if lc.rank == 0 {
-		part = make([]T, len(lc.group)*len(sendbuf))
+	if c.inter.local.rank == 0 {
+		part = make([]T, n)
 	}
-	if err := Gather(lc, sendbuf, part, 0); err != nil {
+	if err := collect(part); err != nil {
 		return err
 	}
-	if lc.rank == 0 {
-		return c.csend(asBytes(part), root, tagGather)
+	if c.inter.local.rank == 0 {
+		return c.csend(asBytes(part), root, tag)
 	}
 	return nil
 }
