@@ -1,0 +1,387 @@
+package cow
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+func fill(s []uint64, seed uint64) {
+	x := seed | 1
+	for i := range s {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		s[i] = x
+	}
+}
+
+func TestMakeFree(t *testing.T) {
+	s, err := Make[float64](1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s) != 1000 || !Owns(s) || !Owns(s[10:20]) || !Contains(unsafe.Pointer(&s[999]), 8) {
+		t.Fatalf("Make's slice not owned: len %d", len(s))
+	}
+	if Contains(unsafe.Pointer(&s[999]), 9) {
+		t.Fatal("Contains past the end")
+	}
+	heap := make([]float64, 1000)
+	if Owns(heap) {
+		t.Fatal("a heap slice counted as an arena's")
+	}
+	if err := Free(heap); !errors.Is(err, ErrNotArena) {
+		t.Fatalf("Free(heap) = %v, want ErrNotArena", err)
+	}
+	for i := range s {
+		if s[i] != 0 {
+			t.Fatalf("s[%d] = %v, want 0", i, s[i])
+		}
+		s[i] = float64(i)
+	}
+	if err := Free(s); err != nil {
+		t.Fatal(err)
+	}
+	if Owns(s) {
+		t.Fatal("freed slice still owned")
+	}
+	if err := Free(s); !errors.Is(err, ErrNotArena) {
+		t.Fatalf("double Free = %v, want ErrNotArena", err)
+	}
+	if _, err := Make[int32](-1); err == nil {
+		t.Fatal("Make(-1) succeeded")
+	}
+}
+
+// snapFile is a file to snapshot into.
+func snapFile(t *testing.T) *os.File {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "snap"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// checkFile compares f's bytes at off with want.
+func checkFile(t *testing.T, f *os.File, off int64, want []byte) {
+	t.Helper()
+	got := make([]byte, len(want))
+	if _, err := f.ReadAt(got, off); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		i := 0
+		for got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("snapshot differs from the state at Snapshot at byte %d of %d", i, len(want))
+	}
+}
+
+// TestSnapshotWhileWriting: the file holds the state at the call while
+// the memory is overwritten at once by user-mode stores from many
+// goroutines (copy: memmove, not preemptible), by the kernel (read(2)
+// from a file, recv(2) from TCP, process_vm_writev as CMA does), with a
+// garbage collection running all the time (GOGC=1 and runtime.GC in a
+// loop).
+func TestSnapshotWhileWriting(t *testing.T) {
+	const n = 16 << 20 / 8 // 16 MiB per region
+	cases := []struct {
+		name  string
+		write func(t *testing.T, mem []byte) error
+	}{
+		{"stores", func(t *testing.T, mem []byte) error {
+			var wg sync.WaitGroup
+			src := bytes.Repeat([]byte{0xee}, 1<<16)
+			for g := 0; g < 8; g++ {
+				wg.Add(1)
+				go func(g int) {
+					defer wg.Done()
+					part := mem[g*len(mem)/8 : (g+1)*len(mem)/8]
+					for len(part) > 0 {
+						part = part[copy(part, src):]
+					}
+				}(g)
+			}
+			wg.Wait()
+			return nil
+		}},
+		{"read(2)", func(t *testing.T, mem []byte) error {
+			src := filepath.Join(t.TempDir(), "src")
+			if err := os.WriteFile(src, bytes.Repeat([]byte{0xdd}, len(mem)), 0o644); err != nil {
+				return err
+			}
+			fd, err := unix.Open(src, unix.O_RDONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer unix.Close(fd)
+			for p := mem; len(p) > 0; {
+				k, err := unix.Read(fd, p)
+				if err != nil || k == 0 {
+					return fmt.Errorf("read: %d, %v", k, err)
+				}
+				p = p[k:]
+			}
+			return nil
+		}},
+		{"tcp recv", func(t *testing.T, mem []byte) error {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				return err
+			}
+			defer ln.Close()
+			go func() {
+				c, err := net.Dial("tcp", ln.Addr().String())
+				if err != nil {
+					return
+				}
+				defer c.Close()
+				c.Write(bytes.Repeat([]byte{0xcc}, len(mem)))
+			}()
+			c, err := ln.Accept()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = io.ReadFull(c, mem)
+			return err
+		}},
+		{"process_vm_writev", func(t *testing.T, mem []byte) error {
+			src := bytes.Repeat([]byte{0xbb}, 1<<20)
+			for off := 0; off < len(mem); off += len(src) {
+				local := []unix.Iovec{{Base: &src[0], Len: uint64(len(src))}}
+				remote := []unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&mem[off])), Len: len(src)}}
+				if _, err := unix.ProcessVMWritev(os.Getpid(), local, remote, 0); err != nil {
+					if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) {
+						t.Skipf("process_vm_writev: %v", err)
+					}
+					return err
+				}
+			}
+			return nil
+		}},
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(1))
+	stop := make(chan struct{})
+	var gcs sync.WaitGroup
+	gcs.Add(1)
+	go func() {
+		defer gcs.Done()
+		var junk [][]byte
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			junk = append(junk[:0], make([]byte, 1<<16))
+			runtime.GC()
+		}
+	}()
+	defer func() { close(stop); gcs.Wait() }()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := Make[uint64](n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer Free(a)
+			heap := make([]uint64, n) // any memory, not only Make's
+			fill(a, 7)
+			fill(heap, 9)
+			want := bytes.Clone(Bytes(a))
+			wantHeap := bytes.Clone(Bytes(heap))
+			f := snapFile(t)
+			s, err := Snapshot(f, []Region{{Mem: Bytes(a), Off: 4096}, {Mem: Bytes(heap), Off: 4096 + int64(len(want))}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.write(t, Bytes(a)); err != nil {
+				t.Fatal(err)
+			}
+			copy(heap, a)
+			if err := s.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			if bytes.Equal(Bytes(a), want) {
+				t.Fatal("the writer changed nothing")
+			}
+			checkFile(t, f, 4096, want)
+			checkFile(t, f, 4096+int64(len(want)), wantHeap)
+		})
+	}
+}
+
+// TestFreeAndResnapshot: Free right after Snapshot, and a second
+// Snapshot of changed memory while the first runs: each file holds the
+// state at its own call.
+func TestFreeAndResnapshot(t *testing.T) {
+	a, err := Make[uint64](8 << 20 / 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(a, 3)
+	want1 := bytes.Clone(Bytes(a))
+	f1, f2 := snapFile(t), snapFile(t)
+	s1, err := Snapshot(f1, []Region{{Mem: Bytes(a)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill(a, 5)
+	want2 := bytes.Clone(Bytes(a))
+	s2, err := Snapshot(f2, []Region{{Mem: Bytes(a)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Free(a); err != nil {
+		t.Fatal(err)
+	}
+	// Reuse the address range, most likely: the snapshots must not see it.
+	b, err := Make[uint64](8 << 20 / 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(b)
+	fill(b, 11)
+	for _, s := range []*Snap{s1, s2} {
+		if err := s.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkFile(t, f1, 0, want1)
+	checkFile(t, f2, 0, want2)
+}
+
+func TestSnapshotErrors(t *testing.T) {
+	a, err := Make[byte](1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(a)
+	t.Run("disabled", func(t *testing.T) {
+		t.Setenv(EnvDisable, "off")
+		if _, err := Snapshot(snapFile(t), []Region{{Mem: a}}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Snapshot with %s=off: %v, want ErrUnavailable", EnvDisable, err)
+		}
+	})
+	t.Run("read-only file", func(t *testing.T) {
+		f := snapFile(t)
+		ro, err := os.Open(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ro.Close()
+		s, err := Snapshot(ro, []Region{{Mem: a}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(); !errors.Is(err, syscall.EBADF) || !strings.Contains(err.Error(), f.Name()) {
+			t.Fatalf("snapshot into a read-only file: %v, want EBADF naming %s", err, f.Name())
+		}
+	})
+	t.Run("negative offset", func(t *testing.T) {
+		if _, err := Snapshot(snapFile(t), []Region{{Mem: a, Off: -1}}); err == nil {
+			t.Fatal("negative offset accepted")
+		}
+	})
+}
+
+// TestExitDuringSnapshot: a process that exits while its snapshot writer
+// is still running (here: stopped) leaves no writer behind.
+func TestExitDuringSnapshot(t *testing.T) {
+	if os.Getenv("COW_TEST_EXIT") != "" {
+		exitHelper()
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestExitDuringSnapshot$")
+	cmd.Env = append(os.Environ(), "COW_TEST_EXIT="+filepath.Join(t.TempDir(), "snap"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	var pid int
+	for _, l := range strings.Split(string(out), "\n") {
+		if v, ok := strings.CutPrefix(l, "writer "); ok {
+			pid, _ = strconv.Atoi(v)
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("helper printed no writer pid:\n%s", out)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// Gone, or a zombie waiting for its new parent to reap it.
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("snapshot writer %d outlived its process: %s", pid, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func exitHelper() {
+	a, err := Make[uint64](4 << 20)
+	if err != nil {
+		panic(err)
+	}
+	fill(a, 1)
+	f, err := os.Create(os.Getenv("COW_TEST_EXIT"))
+	if err != nil {
+		panic(err)
+	}
+	s, err := Snapshot(f, []Region{{Mem: Bytes(a)}})
+	if err != nil {
+		panic(err)
+	}
+	// Stopped, the writer cannot finish before this process exits.
+	syscall.Kill(s.pid, syscall.SIGSTOP)
+	fmt.Printf("writer %d\n", s.pid)
+	os.Exit(0)
+}
+
+func BenchmarkSnapshot(b *testing.B) {
+	a, err := Make[uint64](64 << 20 / 8)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer Free(a)
+	fill(a, 1)
+	f, err := os.Create(filepath.Join(b.TempDir(), "snap"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	b.SetBytes(int64(len(a) * 8))
+	for b.Loop() {
+		s, err := Snapshot(f, []Region{{Mem: Bytes(a)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package cow
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"syscall"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapAnon maps private anonymous memory: private, so that a fork shares
+// it copy-on-write (a shared mapping would show the child later writes).
+func mapAnon(size uintptr) ([]byte, error) {
+	return unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+}
+
+func unmap(b []byte) error { return unix.Munmap(b) }
+
+// span is one pwrite the child does: addresses only, so the child touches
+// no Go pointer (it must not run anything of the Go runtime).
+type span struct {
+	addr, n uintptr
+	off     int64
+}
+
+// childArgs is everything the child needs, computed before the fork.
+type childArgs struct {
+	fd    uintptr
+	ppid  uintptr
+	spans []span
+	mask  uint64 // all signals
+}
+
+// Exit codes of the child besides an errno.
+const (
+	exitShort  = 255 // pwrite wrote nothing
+	exitOrphan = 254 // the parent died before the child set PDEATHSIG
+)
+
+func snapshot(f *os.File, regions []Region) (*Snap, error) {
+	a := &childArgs{fd: f.Fd(), ppid: uintptr(os.Getpid()), mask: ^uint64(0)}
+	for _, r := range regions {
+		// Large regions go in pieces: Linux writes at most 2 GiB - 4 KiB
+		// per call.
+		mem, off := r.Mem, r.Off
+		for len(mem) > 0 {
+			n := min(len(mem), 1<<30)
+			a.spans = append(a.spans, span{addr: uintptr(unsafe.Pointer(unsafe.SliceData(mem))), n: uintptr(n), off: off})
+			mem, off = mem[n:], off+int64(n)
+		}
+	}
+	// The child inherits this thread's signal mask: block every signal
+	// around the fork so that none reaches the child before it blocks
+	// them itself (a Go signal handler must not run there).
+	runtime.LockOSThread()
+	var old uint64
+	unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.mask)), uintptr(unsafe.Pointer(&old)), 8, 0, 0)
+	pid, errno := forkWriter(a)
+	unix.RawSyscall6(unix.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
+	runtime.UnlockOSThread()
+	runtime.KeepAlive(regions)
+	runtime.KeepAlive(f)
+	if errno != 0 {
+		return nil, fmt.Errorf("%w: fork: %v", ErrUnavailable, errno)
+	}
+	s := &Snap{done: make(chan struct{}), pid: pid}
+	go func() {
+		defer close(s.done)
+		var ws unix.WaitStatus
+		for {
+			_, err := unix.Wait4(pid, &ws, 0, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				s.err = fmt.Errorf("cow: snapshot writer %d: wait: %w", pid, err)
+				return
+			}
+			break
+		}
+		switch {
+		case ws.Signaled():
+			s.err = fmt.Errorf("cow: snapshot writer %d killed by %v", pid, ws.Signal())
+		case ws.ExitStatus() == exitShort:
+			s.err = fmt.Errorf("cow: snapshot to %s: pwrite wrote 0 bytes", f.Name())
+		case ws.ExitStatus() == exitOrphan:
+			s.err = fmt.Errorf("cow: snapshot writer %d: parent gone", pid)
+		case ws.ExitStatus() != 0:
+			s.err = fmt.Errorf("cow: snapshot to %s: pwrite: %w", f.Name(), syscall.Errno(ws.ExitStatus()))
+		}
+	}()
+	return s, nil
+}
+
+// forkWriter forks. In the child it writes a.spans and exits; it never
+// returns there. Between the fork and the exit the child runs only this
+// function and raw system calls: it has one thread, and the Go runtime's
+// state (locks other threads held, the scheduler) is not usable in it,
+// so nothing may allocate, grow the stack or be instrumented.
+//
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func forkWriter(a *childArgs) (int, syscall.Errno) {
+	r, _, e := syscall.RawSyscall6(syscall.SYS_CLONE, uintptr(syscall.SIGCHLD), 0, 0, 0, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	if r != 0 {
+		return int(r), 0
+	}
+	childWrite(a)
+	return 0, 0 // not reached
+}
+
+//go:nosplit
+//go:norace
+//go:nocheckptr
+func childWrite(a *childArgs) {
+	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.mask)), 0, 8, 0, 0)
+	syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
+	if p, _, _ := syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0); p != a.ppid {
+		childExit(exitOrphan)
+	}
+	// Hold nothing of the parent's open: a socket or pipe kept open here
+	// would hide its closing from the peer.
+	if a.fd > 0 {
+		syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, a.fd-1, 0)
+	}
+	syscall.RawSyscall(unix.SYS_CLOSE_RANGE, a.fd+1, ^uintptr(0), 0)
+	for i := 0; i < len(a.spans); i++ {
+		s := &a.spans[i]
+		addr, n, off := s.addr, s.n, s.off
+		for n > 0 {
+			w, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, a.fd, addr, n, uintptr(off), 0, 0)
+			if e == syscall.EINTR {
+				continue
+			}
+			if e != 0 {
+				childExit(uintptr(e) & 0xff)
+			}
+			if w == 0 {
+				childExit(exitShort)
+			}
+			addr, n, off = addr+w, n-w, off+int64(w)
+		}
+	}
+	childExit(0)
+}
+
+//go:nosplit
+//go:norace
+func childExit(code uintptr) {
+	for {
+		syscall.RawSyscall(syscall.SYS_EXIT_GROUP, code, 0, 0)
+	}
+}
