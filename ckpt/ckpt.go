@@ -32,6 +32,7 @@ import (
 	"github.com/gompi/gompi/ckpt/layout"
 	"github.com/gompi/gompi/internal/rankevent"
 	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/cow"
 )
 
 // Environment variables gompiexec sets from its -ckpoint-* options.
@@ -83,6 +84,11 @@ type Config struct {
 	// Epoch, when positive, restricts Restore to that epoch (gompiexec
 	// -ckpoint-num).
 	Epoch int
+	// NoSnapshot turns off copy-on-write snapshots: slices allocated with
+	// cow.Make (or MakeSlice) are copied inside Checkpoint like any other
+	// (docs/ckpt.md, "Snapshots"). The environment's GOMPI_COW=off does
+	// the same.
+	NoSnapshot bool
 	// Requests delivers checkpoint requests. Default: the proxy's event
 	// channel (SIGUSR1 to gompiexec), when the process has one.
 	Requests <-chan struct{}
@@ -188,6 +194,13 @@ type Ckpt struct {
 	primed       bool // a spare was asked for (or a checkpoint written) in this run
 	prefixCommit int  // newest epoch committed in Prefix (as rank 0 last said)
 	closed       bool
+
+	// Snapshots (snapshot.go): the one in progress, the cache manifests
+	// whose commit waits for their snapshots (this node's first rank),
+	// and how many checkpoints took the snapshot path.
+	snap      *cow.Snap
+	deferred  map[int]*layout.Manifest
+	snapshots int
 }
 
 type flushJob struct {
@@ -197,6 +210,10 @@ type flushJob struct {
 	// prealloc, when positive, asks instead for a spare file of this
 	// size before the first checkpoint.
 	prealloc int64
+	// snap, when set, is writing the file's snapshotted sections; w
+	// closes the file once it is done.
+	snap *cow.Snap
+	w    *layout.Writer
 }
 
 // New prepares checkpointing for comm's ranks (collective). It creates
@@ -218,7 +235,7 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	}
 	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
 		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}, partnerTo: -1,
-		flushedFiles: map[int]layout.File{}}
+		flushedFiles: map[int]layout.File{}, deferred: map[int]*layout.Manifest{}}
 	// Epoch numbers continue after the highest directory any rank sees.
 	hi := -1
 	dirs := []string{cfg.Prefix, cfg.Cache}
@@ -357,6 +374,9 @@ func (c *Ckpt) Register(name string, ptr any) { c.register(gobSection(name, ptr)
 
 // RegisterSlice saves *s's elements as raw bytes (the fastest way for
 // large numeric state). Restore resizes *s when the saved length differs.
+// A slice allocated with cow.Make (see MakeSlice) is saved by a
+// copy-on-write snapshot when there is a cache level: Checkpoint does not
+// wait for its bytes to be written (docs/ckpt.md, "Snapshots").
 func RegisterSlice[T mpi.Number](c *Ckpt, name string, s *[]T) { c.register(rawSection(name, s)) }
 
 // RegisterStream saves state through w and restores it through r.
@@ -523,6 +543,16 @@ func (c *Ckpt) committer() {
 // that a restart from the cache checks every byte again.
 func (c *Ckpt) fillCacheChecksums(e int, all []result) {
 	m, err := layout.ReadManifest(c.cfg.Cache, e)
+	if d := c.deferred[e]; err != nil && d != nil {
+		// Written by snapshots: committed in the cache only now that
+		// every rank's file is written and synced.
+		m, err = d, nil
+	}
+	for d := range c.deferred {
+		if d <= e {
+			delete(c.deferred, d)
+		}
+	}
 	if err != nil || m.Ranks != len(all) || m.Checksummed() {
 		return
 	}
@@ -541,6 +571,9 @@ func (c *Ckpt) fillCacheChecksums(e int, all []result) {
 type result struct {
 	File layout.File
 	Err  string
+	// Deferred: the file is still being written by a snapshot; the
+	// epoch is committed once the flush says every rank's is complete.
+	Deferred bool
 }
 
 // Checkpoint saves every registered section as a new epoch (collective).
@@ -565,29 +598,7 @@ func (c *Ckpt) Checkpoint() error {
 		dir = c.cfg.Cache
 	}
 	rank, size := c.comm.Rank(), c.comm.Size()
-	var res result
-	var w *layout.Writer
-	var err error
-	if c.cfg.Cache != "" {
-		// Overwrite this rank's spare file, if it has one: its pages are
-		// allocated already (docs/ckpt.md, "Spare files").
-		w, err = layout.Reuse(dir, e, rank, layout.SparePath(c.cfg.Cache, rank))
-	} else {
-		w, err = layout.Create(dir, e, rank)
-	}
-	if err == nil && c.cfg.Cache != "" && c.partnerTo < 0 {
-		// The flush computes the checksum, off the application's time
-		// (docs/ckpt.md, "Levels"). A partner copy needs it now.
-		w.NoChecksum()
-	}
-	if err == nil {
-		err = writeSections(w, c.secs, index{Epoch: e, Rank: rank, Ranks: size})
-		if err != nil {
-			w.Abort()
-		} else {
-			res.File, err = w.Close()
-		}
-	}
+	res, w, err := c.writeFile(dir, e)
 	if c.partnerTo >= 0 {
 		if perr := c.partnerCopy(e, res.File, err); perr != nil && err == nil {
 			err = perr
@@ -598,19 +609,27 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	all, err := mpi.AllgatherValue(c.comm, res)
 	if err != nil {
+		c.abandon(w)
 		return err
 	}
 	m := &layout.Manifest{Epoch: e, Ranks: size, Step: c.step, Time: time.Now().UTC()}
+	deferred := false
 	for _, r := range all {
 		if r.Err != "" {
+			c.abandon(w)
 			return fmt.Errorf("ckpt: epoch %d not committed: %s", e, r.Err)
 		}
 		m.Files = append(m.Files, r.File)
+		deferred = deferred || r.Deferred
 	}
 	var commitErr string
 	committer := rank == 0
 	if c.cfg.Cache != "" {
 		committer = c.leader
+	}
+	if committer && deferred {
+		c.deferred[e] = m
+		committer = false
 	}
 	if committer {
 		if err := layout.Commit(dir, m); err != nil {
@@ -625,10 +644,12 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	errs, err := mpi.AllgatherValue(c.comm, commitErr)
 	if err != nil {
+		c.abandon(w)
 		return err
 	}
 	for _, s := range errs {
 		if s != "" {
+			c.abandon(w)
 			return fmt.Errorf("ckpt: epoch %d not committed: %s", e, s)
 		}
 	}
@@ -645,7 +666,11 @@ func (c *Ckpt) Checkpoint() error {
 	if rank == 0 {
 		c.pending[e] = m
 	}
-	c.queue(flushJob{epoch: e, from: c.cfg.Cache, file: res.File})
+	j := flushJob{epoch: e, from: c.cfg.Cache, file: res.File}
+	if res.Deferred {
+		j.snap, j.w = c.snap, w
+	}
+	c.queue(j)
 	if c.leader {
 		c.pruneCache(c.cfg.Cache, true)
 		if c.partnerTo >= 0 {
@@ -676,6 +701,20 @@ func (c *Ckpt) flush(j flushJob) {
 			fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 		}
 		return
+	}
+	if j.snap != nil {
+		// The snapshot's end is this file's end of writing: then it is
+		// synced and renamed into place like any other.
+		err := j.snap.Wait()
+		if err == nil {
+			j.file, err = j.w.Close()
+		} else {
+			j.w.Abort()
+		}
+		if err != nil {
+			c.flushErr.Store(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
+			return
+		}
 	}
 	var f layout.File
 	var err error

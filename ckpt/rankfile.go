@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/cow"
 )
 
 // Section kinds in a rank file's index (docs/ckpt.md).
@@ -28,6 +29,9 @@ type section struct {
 	save func(w io.Writer) (int64, error)
 	load func(r io.Reader, size int64) error
 	size func() int64 // the bytes save will write, when known beforehand (raw slices); nil otherwise
+	// mem, for raw slices, returns the slice's bytes when they lie in
+	// cow.Make's memory (a snapshot may save them), nil otherwise.
+	mem func() []byte
 }
 
 // index is the trailer of a rank file.
@@ -68,6 +72,11 @@ func writeSections(w io.Writer, secs []section, ix index) error {
 		}
 		ix.Sections = append(ix.Sections, sectionEntry{Name: s.name, Kind: s.kind, Size: cw.n})
 	}
+	return writeIndex(w, ix)
+}
+
+// writeIndex writes the index and its length.
+func writeIndex(w io.Writer, ix index) error {
 	b, err := json.Marshal(ix)
 	if err != nil {
 		return err
@@ -173,6 +182,12 @@ func rawSection[T mpi.Number](name string, s *[]T) section {
 	}
 	return section{name: name, kind: kindRaw,
 		size: func() int64 { return int64(len(*s)) * esize },
+		mem: func() []byte {
+			if !cow.Owns(*s) {
+				return nil
+			}
+			return bytesOf(*s)
+		},
 		save: func(w io.Writer) (int64, error) {
 			n, err := w.Write(bytesOf(*s))
 			return int64(n), err
@@ -183,7 +198,18 @@ func rawSection[T mpi.Number](name string, s *[]T) section {
 			}
 			n := int(size / esize)
 			if len(*s) != n {
-				*s = make([]T, n)
+				if cow.Owns(*s) {
+					// Stay in cow's memory, so later checkpoints
+					// still snapshot it.
+					v, err := cow.Make[T](n)
+					if err != nil {
+						return err
+					}
+					cow.Free(*s) // an error: not the allocation's start; it stays mapped
+					*s = v
+				} else {
+					*s = make([]T, n)
+				}
 			}
 			_, err := io.ReadFull(r, bytesOf(*s))
 			return err

@@ -257,6 +257,42 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return total, w.err
 }
 
+// Skip leaves the next n bytes of the file to be written by someone else
+// (a snapshot writer, with pwrite at the returned offset) and moves past
+// them. It needs NoChecksum: w cannot checksum bytes it does not write.
+func (w *Writer) Skip(n int64) (int64, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if !w.noCRC {
+		return 0, fmt.Errorf("%s: Skip without NoChecksum", w.path)
+	}
+	off := w.n
+	if _, err := w.f.Seek(n, io.SeekCurrent); err != nil {
+		w.err = fmt.Errorf("%s: %w", w.path, err)
+		return 0, w.err
+	}
+	w.n += n
+	return off, nil
+}
+
+// WriteAt writes p at off, inside a range Skip left.
+func (w *Writer) WriteAt(p []byte, off int64) error {
+	if w.err == nil {
+		if _, err := w.f.WriteAt(p, off); err != nil {
+			w.err = fmt.Errorf("%s: %w", w.path, err)
+		}
+	}
+	return w.err
+}
+
+// File is the file being written (for a snapshot writer's pwrite).
+func (w *Writer) File() *os.File { return w.f }
+
+// Entry is the manifest entry Close will return, but for the checksum
+// (NoChecksum writers only).
+func (w *Writer) Entry() File { return File{Rank: w.rank, Name: RankName(w.rank), Size: w.n} }
+
 // Close syncs the file, renames it into place and returns its manifest
 // entry. On error the temporary file is removed.
 func (w *Writer) Close() (File, error) {

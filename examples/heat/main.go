@@ -7,6 +7,9 @@
 //
 // -crash-at STEP kills one rank at that step in a run that started from
 // scratch (not restored from a checkpoint, not a relaunch), to try restart.
+// -cow keeps the grid in runtime/cow's memory, so that with a cache level
+// checkpoints save it by a copy-on-write snapshot (docs/ckpt.md,
+// "Snapshots").
 package main
 
 import (
@@ -25,12 +28,14 @@ import (
 
 	"github.com/gompi/gompi/ckpt"
 	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/cow"
 )
 
 type params struct {
 	n, steps, every, crashAt, crashRank int
 	delay                               time.Duration
 	failRestore                         int
+	cow                                 bool
 }
 
 func main() {
@@ -42,6 +47,7 @@ func main() {
 	flag.IntVar(&p.crashRank, "crash-rank", -1, "the rank -crash-at kills (default: the last)")
 	flag.DurationVar(&p.delay, "delay", 8*time.Millisecond, "sleep per step (stands for real work)")
 	flag.IntVar(&p.failRestore, "fail-restore-rank", -1, "this rank reports a failed read of the newest epoch on restart (tests)")
+	flag.BoolVar(&p.cow, "cow", false, "allocate the grid with runtime/cow (snapshotted checkpoints with a cache level)")
 	flag.Parse()
 	if err := run(p); err != nil {
 		fmt.Fprintln(os.Stderr, "heat:", err)
@@ -64,6 +70,14 @@ func run(p params) error {
 	rows, w := hi-lo, p.n
 	u := make([]float64, (rows+2)*w)
 	v := make([]float64, (rows+2)*w)
+	if p.cow {
+		if u, err = cow.Make[float64]((rows + 2) * w); err != nil {
+			return err
+		}
+		if v, err = cow.Make[float64]((rows + 2) * w); err != nil {
+			return err
+		}
+	}
 	for i := 0; i < rows; i++ {
 		for j := 0; j < w; j++ {
 			u[(i+1)*w+j] = initial(lo+i, j, p.n)
@@ -167,6 +181,9 @@ func run(p params) error {
 	if cp != nil {
 		if err := cp.Close(); err != nil {
 			return err
+		}
+		if p.cow && rank == 0 {
+			fmt.Printf("heat: rank 0 snapshotted %d checkpoints\n", cp.Snapshots())
 		}
 	}
 	sum, err := checksum(world, u[w:(rows+1)*w], p.n)

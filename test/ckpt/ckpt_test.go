@@ -268,3 +268,46 @@ func TestRestartFromCache(t *testing.T) {
 		})
 	}
 }
+
+var snappedRE = regexp.MustCompile(`(?m)^heat: rank 0 snapshotted (\d+) checkpoints$`)
+
+// TestSnapshotRestart: heat with its grid in runtime/cow's memory and a
+// cache level checkpoints by copy-on-write snapshots (its halo exchange
+// receives into the snapshotted grid over the shared-memory transport
+// while the writers run); a run crashed at step 60 restarts from the
+// newest intact epoch and ends with the uninterrupted run's checksum. With
+// GOMPI_COW=off the same run takes the copy path.
+func TestSnapshotRestart(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  []string
+		snap bool
+	}{
+		{"snapshot", nil, true},
+		{"GOMPI_COW=off", []string{"-genv", "GOMPI_COW", "off"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix, cache := t.TempDir(), filepath.Join(t.TempDir(), "cache")
+			opts := append([]string{"-ckpoint-cache", cache}, tc.env...)
+			r := run(t, heatWith(prefix, opts, "-cow", "-crash-at", "60")...)
+			if r.Code == 0 {
+				t.Fatalf("crashing run exited 0:\n%s", r.Stderr)
+			}
+			want := newestIntact(prefix, cache)
+			if want < 3 {
+				t.Fatalf("only epoch %d is intact after a crash at step 60", want)
+			}
+			r = run(t, heatWith(prefix, opts, "-cow")...)
+			if e := restored(r); e != want {
+				t.Fatalf("restored epoch %d, want %d\nstdout:\n%s\nstderr:\n%s", e, want, r.Stdout, r.Stderr)
+			}
+			if got := checksum(t, r); got != baseline(t) {
+				t.Fatalf("checksum %s, uninterrupted %s", got, baseline(t))
+			}
+			m := snappedRE.FindStringSubmatch(r.Stdout)
+			if m == nil || (m[1] != "0") != tc.snap {
+				t.Fatalf("snapshotted checkpoints: %v, want some: %v\nstdout:\n%s", m, tc.snap, r.Stdout)
+			}
+		})
+	}
+}
