@@ -16,6 +16,11 @@
 //		if need, _ := c.NeedCheckpoint(); need { c.Checkpoint() }
 //	}
 //	c.Close()
+//
+// State allocated with MakeSlice (runtime/cow's memory) is saved, when
+// there is a cache level, by a copy-on-write snapshot: Checkpoint returns
+// after a fork, and a child process writes the bytes as they were while
+// the application goes on (docs/ckpt.md, "Snapshots").
 package ckpt
 
 import (

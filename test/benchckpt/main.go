@@ -5,7 +5,11 @@
 // interleaved in one run. Each run of the rank program takes three
 // checkpoints: the first (compared with dd) and two later ones (the
 // steady state of a run that checkpoints many times, where the cache
-// reuses its files). It prints a table and writes a plot.
+// reuses its files). A fourth case keeps the rank program's state in
+// runtime/cow's memory, so that its cached checkpoints are copy-on-write
+// snapshots (docs/ckpt.md, "Snapshots"); that program changes its state
+// while each snapshot is written and reports what that pass cost. It
+// prints a table and writes a plot.
 //
 // "The same bytes" literally: dd copies, from files in the cache
 // directory, the state the rank program checkpoints (the same generator
@@ -56,7 +60,10 @@ func main() {
 	}
 }
 
-var lineRE = regexp.MustCompile(`blocked ([0-9.]+) total ([0-9.]+) steady ([0-9. ]+)`)
+var (
+	lineRE = regexp.MustCompile(`blocked ([0-9.]+) total ([0-9.]+) steady ([0-9. ]+)`)
+	cowRE  = regexp.MustCompile(`cow snapshots (\d+) update alone ([0-9.]+) during ([0-9.]+)`)
+)
 
 func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string) error {
 	work, err := os.MkdirTemp(dir, "gompi-bench-ckpt-")
@@ -80,17 +87,22 @@ func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string)
 		}
 	}
 	var dd, direct, directSteady, cached, cachedTotal, cachedSteady, rDirect, rCached, rSteady, rSteadyFirst []float64
+	var cowFirst, cowSteady, rCow, rCowSteady, rCowUpdate []float64
 	for r := 0; r < rounds; r++ {
 		var t float64
-		var d, b ckptTimes
+		var d, b, cw ckptTimes
 		cases := []func() error{
 			func() (err error) { t, err = ddRun(src, work, np, mib); return },
 			func() (err error) {
-				d, err = ckptRun(gompiexec, rank, filepath.Join(work, "direct"), "", np, mib)
+				d, err = ckptRun(gompiexec, rank, filepath.Join(work, "direct"), "", np, mib, false)
 				return
 			},
 			func() (err error) {
-				b, err = ckptRun(gompiexec, rank, filepath.Join(work, "cached"), cache, np, mib)
+				b, err = ckptRun(gompiexec, rank, filepath.Join(work, "cached"), cache, np, mib, false)
+				return
+			},
+			func() (err error) {
+				cw, err = ckptRun(gompiexec, rank, filepath.Join(work, "cow"), cache, np, mib, true)
 				return
 			},
 		}
@@ -104,8 +116,15 @@ func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string)
 		cached, cachedTotal, cachedSteady = append(cached, b.blocked), append(cachedTotal, b.total), append(cachedSteady, b.steady)
 		rDirect, rCached, rSteady = append(rDirect, t/d.blocked), append(rCached, b.blocked/d.blocked), append(rSteady, b.steady/d.steady)
 		rSteadyFirst = append(rSteadyFirst, b.steady/d.blocked)
-		fmt.Fprintf(os.Stderr, "round %d: dd %.3fs, direct %.3fs (%.2fx dd; later %.3fs), cache blocked %.3fs (%.3fx direct; flushed after %.3fs; later %.3fs: %.3fx direct's later)\n",
-			r+1, t, d.blocked, t/d.blocked, d.steady, b.blocked, b.blocked/d.blocked, b.total, b.steady, b.steady/d.steady)
+		cowFirst, cowSteady = append(cowFirst, cw.blocked), append(cowSteady, cw.steady)
+		rCow, rCowSteady = append(rCow, cw.blocked/d.blocked), append(rCowSteady, cw.steady/d.blocked)
+		rCowUpdate = append(rCowUpdate, cw.during/cw.alone)
+		fmt.Fprintf(os.Stderr, "round %d: dd %.3fs, direct %.3fs (%.2fx dd; later %.3fs), cache blocked %.3fs (%.3fx direct; flushed after %.3fs; later %.3fs: %.3fx direct's later), snapshot blocked %.4fs (%.3fx direct; later %.4fs; %d snapshots; a pass over the state %.3fs during a snapshot, %.3fs alone)\n",
+			r+1, t, d.blocked, t/d.blocked, d.steady, b.blocked, b.blocked/d.blocked, b.total, b.steady, b.steady/d.steady,
+			cw.blocked, cw.blocked/d.blocked, cw.steady, cw.snaps, cw.during, cw.alone)
+		if cw.snaps == 0 {
+			return fmt.Errorf("the cow case took no snapshot (GOMPI_COW=off, or fork failed?)")
+		}
 	}
 	bytes := float64(np*mib) * (1 << 20)
 	mdd, mdir, mdirSteady, mcache, mcacheTot, mcacheSteady := median(dd), median(direct), median(directSteady), median(cached), median(cachedTotal), median(cachedSteady)
@@ -126,8 +145,15 @@ func run(gompiexec, rank, dir, cacheDir string, np, mib, rounds int, out string)
 	fmt.Printf("| ckpt via node-local cache, later checkpoints: application blocked | %.3f s | | %.3fx direct's first (rounds %s); %.3fx direct's later (rounds %s) | <= 0.1x %s |\n",
 		mcacheSteady, ratioSteadyFirst, span(rSteadyFirst), ratioSteady, span(rSteady), verdict(ratioSteadyFirst <= 0.1))
 	fmt.Printf("| ckpt via node-local cache: until the first is flushed and committed | %.3f s | %.0f MiB/s | | |\n", mcacheTot, bytes/mcacheTot/(1<<20))
-	return plotBars(out, []string{"dd", "ckpt direct", "direct (later)", "cache blocked", "cache blocked (later)", "cache flushed"},
-		[]float64{mdd, mdir, mdirSteady, mcache, mcacheSteady, mcacheTot})
+	mcow, mcowSteady, ratioCow, ratioCowSteady := median(cowFirst), median(cowSteady), median(rCow), median(rCowSteady)
+	fmt.Printf("| ckpt via node-local cache, copy-on-write snapshot (runtime/cow state), first checkpoint: application blocked | %.4f s | | %.3fx direct (rounds %s) | <= 0.1x %s |\n",
+		mcow, ratioCow, span(rCow), verdict(ratioCow <= 0.1))
+	fmt.Printf("| ckpt via node-local cache, copy-on-write snapshot, later checkpoints: application blocked | %.4f s | | %.3fx direct's first (rounds %s) | <= 0.1x %s |\n",
+		mcowSteady, ratioCowSteady, span(rCowSteady), verdict(ratioCowSteady <= 0.1))
+	fmt.Printf("| copy-on-write snapshot: a pass over all the state while the snapshot is written, vs. the same pass alone (page copies) | | | %.2fx (rounds %s) | |\n",
+		median(rCowUpdate), span(rCowUpdate))
+	return plotBars(out, []string{"dd", "ckpt direct", "direct (later)", "cache blocked", "cache blocked (later)", "cache flushed", "snapshot blocked", "snapshot (later)"},
+		[]float64{mdd, mdir, mdirSteady, mcache, mcacheSteady, mcacheTot, mcow, mcowSteady})
 }
 
 // span is "min-max" of v.
@@ -191,9 +217,15 @@ func ddRun(src, dir string, np, mib int) (float64, error) {
 // ckptTimes is what the rank program reports (the slowest rank's):
 // seconds blocked in the first Checkpoint, until that epoch was committed
 // in the prefix, and blocked in the later ones (their mean).
-type ckptTimes struct{ blocked, total, steady float64 }
+// With -cow, also the snapshots taken (the fewest of any rank) and the
+// seconds of a pass over the state alone and during a snapshot.
+type ckptTimes struct {
+	blocked, total, steady float64
+	snaps                  int
+	alone, during          float64
+}
 
-func ckptRun(gompiexec, rank, prefix, cache string, np, mib int) (ckptTimes, error) {
+func ckptRun(gompiexec, rank, prefix, cache string, np, mib int, useCow bool) (ckptTimes, error) {
 	var t ckptTimes
 	os.RemoveAll(prefix)
 	args := []string{"-ckpoint-prefix", prefix}
@@ -202,6 +234,9 @@ func ckptRun(gompiexec, rank, prefix, cache string, np, mib int) (ckptTimes, err
 		args = append(args, "-ckpoint-cache", cache)
 	}
 	args = append(args, "-n", strconv.Itoa(np), rank, "-mib", strconv.Itoa(mib))
+	if useCow {
+		args = append(args, "-cow")
+	}
 	out, err := exec.Command(gompiexec, args...).CombinedOutput()
 	if err != nil {
 		return t, fmt.Errorf("gompiexec %v: %v\n%s", args, err, out)
@@ -219,6 +254,15 @@ func ckptRun(gompiexec, rank, prefix, cache string, np, mib int) (ckptTimes, err
 	for _, f := range steady {
 		v, _ := strconv.ParseFloat(f, 64)
 		t.steady += v / float64(len(steady))
+	}
+	if useCow {
+		c := cowRE.FindSubmatch(out)
+		if c == nil {
+			return t, fmt.Errorf("no snapshot figures in:\n%s", out)
+		}
+		t.snaps, _ = strconv.Atoi(string(c[1]))
+		t.alone, _ = strconv.ParseFloat(string(c[2]), 64)
+		t.during, _ = strconv.ParseFloat(string(c[3]), 64)
 	}
 	os.RemoveAll(prefix)
 	return t, nil

@@ -8,6 +8,12 @@
 // in the prefix, and how long it was blocked in each later Checkpoint (the
 // steady state, when the cache's files are reused): each the slowest
 // rank's.
+//
+// With -cow the state lives in runtime/cow's memory, so that with a cache
+// level each Checkpoint is a copy-on-write snapshot; the program then
+// changes its state right after each Checkpoint, while the snapshot is
+// being written, and also reports how long that pass took next to the
+// same pass with no snapshot running (the price of the page copies).
 package main
 
 import (
@@ -20,6 +26,7 @@ import (
 
 	"github.com/gompi/gompi/ckpt"
 	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/cow"
 )
 
 func main() {
@@ -27,8 +34,9 @@ func main() {
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take (the first, then the steady state)")
 	prime := flag.Bool("prime", false, "call NeedCheckpoint (and wait for what it starts) before the first checkpoint, as a solver's loop does for minutes")
 	poll := flag.Duration("poll", 0, "instead of Flush after each checkpoint, call NeedCheckpoint every 5 ms for this long, as a solver's loop does while the flush goes on, and report the longest call")
+	useCow := flag.Bool("cow", false, "keep the state in runtime/cow's memory (snapshotted checkpoints with a cache level); change it while the snapshot is written")
 	flag.Parse()
-	if err := run(*mib, *ckpts, *prime, *poll); err != nil {
+	if err := run(*mib, *ckpts, *prime, *poll, *useCow); err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
 		os.Exit(1)
 	}
@@ -41,12 +49,24 @@ func xorshift(x uint64) uint64 {
 	return x
 }
 
-func run(mib, ckpts int, prime bool, poll time.Duration) error {
+func run(mib, ckpts int, prime bool, poll time.Duration, useCow bool) error {
 	world, err := mpi.Init(context.Background())
 	if err != nil {
 		return err
 	}
 	state := make([]uint64, mib<<20/8)
+	if useCow {
+		if state, err = cow.Make[uint64](mib << 20 / 8); err != nil {
+			return err
+		}
+	}
+	update := func() time.Duration {
+		t := time.Now()
+		for i := range state {
+			state[i] = xorshift(state[i])
+		}
+		return time.Since(t)
+	}
 	x := uint64(world.Rank()) + 1
 	for i := range state {
 		x = xorshift(x)
@@ -71,11 +91,19 @@ func run(mib, ckpts int, prime bool, poll time.Duration) error {
 	// and committed, v[2:]: blocked in the later ones.
 	v := make([]float64, ckpts+1)
 	var needMax float64 // the longest NeedCheckpoint call (-poll)
+	// -cow: one pass over the state with no snapshot running, and the
+	// longest pass while one was being written.
+	var alone, during float64
+	if useCow {
+		if err := world.Barrier(); err != nil {
+			return err
+		}
+		alone = update().Seconds()
+	}
+	updated := false
 	for k := 0; k < ckpts; k++ {
-		if k > 0 {
-			for i := range state {
-				state[i] = xorshift(state[i])
-			}
+		if k > 0 && !updated {
+			update()
 		}
 		if err := world.Barrier(); err != nil {
 			return err
@@ -85,6 +113,11 @@ func run(mib, ckpts int, prime bool, poll time.Duration) error {
 			return err
 		}
 		blocked := time.Since(t0)
+		updated = false
+		if useCow && k < ckpts-1 {
+			during = max(during, update().Seconds())
+			updated = true
+		}
 		// A fixed count, not a deadline: NeedCheckpoint is collective.
 		for i := 0; i < int(poll/(5*time.Millisecond)); i++ {
 			time.Sleep(5 * time.Millisecond)
@@ -106,17 +139,22 @@ func run(mib, ckpts int, prime bool, poll time.Duration) error {
 	if err := c.Close(); err != nil {
 		return err
 	}
-	v = append(v, needMax)
+	snaps := float64(c.Snapshots())
+	v = append(v, alone, during, -snaps, needMax)
 	if err := mpi.Allreduce(world, v, v, mpi.Max); err != nil {
 		return err
 	}
 	if world.Rank() == 0 {
 		var steady []string
-		needMax, v = v[len(v)-1], v[:len(v)-1]
+		alone, during, snaps, needMax = v[len(v)-4], v[len(v)-3], -v[len(v)-2], v[len(v)-1]
+		v = v[:len(v)-4]
 		for _, s := range v[2:] {
 			steady = append(steady, fmt.Sprintf("%.6f", s))
 		}
 		fmt.Printf("blocked %.6f total %.6f steady %s\n", v[0], v[1], strings.Join(steady, " "))
+		if useCow {
+			fmt.Printf("cow snapshots %d update alone %.6f during %.6f\n", int(snaps), alone, during)
+		}
 		if poll > 0 {
 			fmt.Printf("longest NeedCheckpoint %.6f\n", needMax)
 		}
