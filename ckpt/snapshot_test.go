@@ -137,3 +137,60 @@ func TestSnapshotCheckpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseDuringSnapshot: Close right after a snapshotted Checkpoint
+// waits for the writer, commits the epoch in the prefix, and a restart
+// restores it.
+func TestCloseDuringSnapshot(t *testing.T) {
+	const n = 1 << 20 // 8 MiB per rank
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir()}
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		var grid []float64
+		if err := MakeSlice(c, "grid", &grid, n); err != nil {
+			return err
+		}
+		defer cow.Free(grid)
+		copy(grid, gridAt(comm.Rank(), 1, n))
+		if err := c.Checkpoint(); err != nil {
+			return err
+		}
+		snap := c.snap
+		for i := range grid {
+			grid[i] = 0
+		}
+		if err := c.Close(); err != nil {
+			return err
+		}
+		select {
+		case <-snap.Done():
+		default:
+			return fmt.Errorf("rank %d: Close returned with the snapshot writer running", comm.Rank())
+		}
+		// Rank 0's Close returns after its commit.
+		if err := comm.Barrier(); err != nil {
+			return err
+		}
+		if m, err := layout.Newest(cfg.Prefix); err != nil || m.Epoch != 1 {
+			return fmt.Errorf("rank %d: prefix after Close: %+v, %v; want epoch 1", comm.Rank(), m, err)
+		}
+		c, err = New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		RegisterSlice(c, "grid", &grid)
+		if _, err := c.Restore(); err != nil {
+			return err
+		}
+		want := gridAt(comm.Rank(), 1, n)
+		for i := range want {
+			if grid[i] != want[i] {
+				return fmt.Errorf("rank %d: grid[%d] = %v, saved %v", comm.Rank(), i, grid[i], want[i])
+			}
+		}
+		return c.Close()
+	}))
+}
