@@ -10,10 +10,12 @@
 // rank's.
 //
 // With -cow the state lives in runtime/cow's memory, so that with a cache
-// level each Checkpoint is a copy-on-write snapshot; the program then
-// changes its state right after each Checkpoint, while the snapshot is
-// being written, and also reports how long that pass took next to the
-// same pass with no snapshot running (the price of the page copies).
+// level each Checkpoint is a copy-on-write snapshot. With -pass-after the
+// program changes its state right after each Checkpoint (while the flush,
+// or the snapshot, goes on in the background) rather than just before the
+// next, and reports the longest such pass next to the same pass with
+// nothing in the background: what the background phase costs the
+// application's computation (for a snapshot, the page copies).
 package main
 
 import (
@@ -34,9 +36,10 @@ func main() {
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take (the first, then the steady state)")
 	prime := flag.Bool("prime", false, "call NeedCheckpoint (and wait for what it starts) before the first checkpoint, as a solver's loop does for minutes")
 	poll := flag.Duration("poll", 0, "instead of Flush after each checkpoint, call NeedCheckpoint every 5 ms for this long, as a solver's loop does while the flush goes on, and report the longest call")
-	useCow := flag.Bool("cow", false, "keep the state in runtime/cow's memory (snapshotted checkpoints with a cache level); change it while the snapshot is written")
+	useCow := flag.Bool("cow", false, "keep the state in runtime/cow's memory (snapshotted checkpoints with a cache level)")
+	passAfter := flag.Bool("pass-after", false, "change the state right after each Checkpoint, and report how long that took")
 	flag.Parse()
-	if err := run(*mib, *ckpts, *prime, *poll, *useCow); err != nil {
+	if err := run(*mib, *ckpts, *prime, *poll, *useCow, *passAfter); err != nil {
 		fmt.Fprintln(os.Stderr, "rank:", err)
 		os.Exit(1)
 	}
@@ -49,7 +52,7 @@ func xorshift(x uint64) uint64 {
 	return x
 }
 
-func run(mib, ckpts int, prime bool, poll time.Duration, useCow bool) error {
+func run(mib, ckpts int, prime bool, poll time.Duration, useCow, passAfter bool) error {
 	world, err := mpi.Init(context.Background())
 	if err != nil {
 		return err
@@ -91,10 +94,10 @@ func run(mib, ckpts int, prime bool, poll time.Duration, useCow bool) error {
 	// and committed, v[2:]: blocked in the later ones.
 	v := make([]float64, ckpts+1)
 	var needMax float64 // the longest NeedCheckpoint call (-poll)
-	// -cow: one pass over the state with no snapshot running, and the
-	// longest pass while one was being written.
+	// -pass-after: one pass over the state with nothing in the
+	// background, and the longest pass right after a Checkpoint.
 	var alone, during float64
-	if useCow {
+	if passAfter {
 		if err := world.Barrier(); err != nil {
 			return err
 		}
@@ -114,7 +117,7 @@ func run(mib, ckpts int, prime bool, poll time.Duration, useCow bool) error {
 		}
 		blocked := time.Since(t0)
 		updated = false
-		if useCow && k < ckpts-1 {
+		if passAfter && k < ckpts-1 {
 			during = max(during, update().Seconds())
 			updated = true
 		}
@@ -152,8 +155,9 @@ func run(mib, ckpts int, prime bool, poll time.Duration, useCow bool) error {
 			steady = append(steady, fmt.Sprintf("%.6f", s))
 		}
 		fmt.Printf("blocked %.6f total %.6f steady %s\n", v[0], v[1], strings.Join(steady, " "))
-		if useCow {
-			fmt.Printf("cow snapshots %d update alone %.6f during %.6f\n", int(snaps), alone, during)
+		fmt.Printf("snapshots %d\n", int(snaps))
+		if passAfter {
+			fmt.Printf("pass alone %.6f after %.6f\n", alone, during)
 		}
 		if poll > 0 {
 			fmt.Printf("longest NeedCheckpoint %.6f\n", needMax)
