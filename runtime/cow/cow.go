@@ -187,15 +187,29 @@ func (s *Snap) Wait() error {
 
 // Snapshot captures the regions' bytes now and writes each to f at its
 // offset in the background. The regions may be any memory of this
-// process, Make's or not. The writer holds its own copy of f's
+// process, Make's or not, but must not overlap. The writer holds its own copy of f's
 // descriptor: closing f before Wait does not disturb it.
 func Snapshot(f *os.File, regions []Region) (*Snap, error) {
 	if v := os.Getenv(EnvDisable); v == "off" || v == "0" {
 		return nil, fmt.Errorf("%w (%s=%s)", ErrUnavailable, EnvDisable, v)
 	}
+	type span struct{ lo, hi uintptr }
+	var mem []span
 	for _, r := range regions {
 		if r.Off < 0 {
 			return nil, fmt.Errorf("cow: Snapshot: negative offset %d", r.Off)
+		}
+		if len(r.Mem) > 0 {
+			p := uintptr(unsafe.Pointer(unsafe.SliceData(r.Mem)))
+			mem = append(mem, span{p, p + uintptr(len(r.Mem))})
+		}
+	}
+	// The writer gives back each region's pages once written: regions
+	// must not share bytes.
+	sort.Slice(mem, func(i, j int) bool { return mem[i].lo < mem[j].lo })
+	for i := 1; i < len(mem); i++ {
+		if mem[i].lo < mem[i-1].hi {
+			return nil, fmt.Errorf("%w: regions overlap in memory", ErrUnavailable)
 		}
 	}
 	return snapshot(f, regions)

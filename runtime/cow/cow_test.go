@@ -385,3 +385,14 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 }
+
+func TestSnapshotOverlapRefused(t *testing.T) {
+	a, err := Make[byte](1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(a)
+	if _, err := Snapshot(snapFile(t), []Region{{Mem: a[:100]}, {Mem: a[50:200], Off: 100}}); !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "overlap") {
+		t.Fatalf("overlapping regions: %v, want refused", err)
+	}
+}
