@@ -28,8 +28,10 @@
 // What the application pays: the fork (copying this process's page
 // tables, a few milliseconds per GiB mapped) and, while the child lives,
 // one page copy per page first written (the Go heap's pages included).
-// The snapshot's memory cost is the pages written while it is in
-// progress.
+// The child writes a MiB at a time and then gives those pages back
+// (MADV_DONTNEED in the child), so a page written after the child passed
+// it is reused, not copied. The snapshot's memory cost is the pages
+// written ahead of the child.
 //
 // The child closes every other file descriptor, blocks all signals and
 // dies with this process (PR_SET_PDEATHSIG): a crash or os.Exit during a
