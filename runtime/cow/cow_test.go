@@ -396,3 +396,56 @@ func TestSnapshotOverlapRefused(t *testing.T) {
 		t.Fatalf("overlapping regions: %v, want refused", err)
 	}
 }
+
+// TestWriterHoldsOnlyItsFile: the writer closes every descriptor but the
+// file's, so that a pipe or socket this process closes is closed for
+// its peer at once, not when the writer exits.
+func TestWriterHoldsOnlyItsFile(t *testing.T) {
+	a, err := Make[uint64](256 << 20 / 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Free(a)
+	fill(a, 1)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f := snapFile(t)
+	s, err := Snapshot(f, []Region{{Mem: Bytes(a)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Wait()
+	// Keep the writer from finishing while it is looked at.
+	syscall.Kill(s.pid, syscall.SIGSTOP)
+	defer syscall.Kill(s.pid, syscall.SIGCONT)
+	w.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+		if err != nil {
+			t.Fatalf("writer %d ended before it was seen holding only its file: %v", s.pid, err)
+		}
+		var fds []string
+		for _, e := range ents {
+			fds = append(fds, e.Name())
+		}
+		if len(fds) == 1 && fds[0] == strconv.Itoa(int(f.Fd())) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer holds descriptors %v, want only %d", fds, f.Fd())
+		}
+		// Stopped right after the fork, before it closed them: let it
+		// run a little.
+		syscall.Kill(s.pid, syscall.SIGCONT)
+		time.Sleep(time.Millisecond)
+		syscall.Kill(s.pid, syscall.SIGSTOP)
+	}
+	r.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err := r.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("read from a pipe whose write end this process closed: %d, %v; want EOF while the writer lives", n, err)
+	}
+}
