@@ -2,6 +2,7 @@ package cow
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -313,8 +314,13 @@ func TestExitDuringSnapshot(t *testing.T) {
 		exitHelper()
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestExitDuringSnapshot$")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestExitDuringSnapshot$")
 	cmd.Env = append(os.Environ(), "COW_TEST_EXIT="+filepath.Join(t.TempDir(), "snap"))
+	// A writer left behind would hold the output pipe: do not wait for
+	// it forever.
+	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("helper: %v\n%s", err, out)
@@ -356,7 +362,20 @@ func exitHelper() {
 	if err != nil {
 		panic(err)
 	}
-	// Stopped, the writer cannot finish before this process exits.
+	// Stopped, the writer cannot finish before this process exits. Not
+	// before it is set up (PR_SET_PDEATHSIG, then its descriptors closed:
+	// one left): stopped before it, it would outlive this process
+	// stopped, holding the test's output pipe.
+	for {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+		if err != nil {
+			panic(err)
+		}
+		if len(ents) == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	syscall.Kill(s.pid, syscall.SIGSTOP)
 	fmt.Printf("writer %d\n", s.pid)
 	os.Exit(0)
