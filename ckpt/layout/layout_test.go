@@ -302,3 +302,61 @@ func TestRanks(t *testing.T) {
 		t.Fatalf("Ranks of a missing epoch = %v %v", rs, err)
 	}
 }
+
+// TestSkip: ranges Skip leaves are filled later with WriteAt (as a
+// snapshot writer does with pwrite), on a new file and over a longer
+// spare; Entry names the final size; Skip needs NoChecksum.
+func TestSkip(t *testing.T) {
+	for _, spare := range []bool{false, true} {
+		t.Run(fmt.Sprintf("spare=%v", spare), func(t *testing.T) {
+			dir := t.TempDir()
+			var w *Writer
+			var err error
+			if spare {
+				sp := filepath.Join(t.TempDir(), "spare")
+				os.WriteFile(sp, bytes.Repeat([]byte{0xff}, 1<<16), 0o644)
+				w, err = Reuse(dir, 1, 0, sp)
+			} else {
+				w, err = Create(dir, 1, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Skip(10); err == nil {
+				t.Fatal("Skip with a checksum accepted")
+			}
+			w.Abort()
+			if spare {
+				sp := filepath.Join(t.TempDir(), "spare")
+				os.WriteFile(sp, bytes.Repeat([]byte{0xff}, 1<<16), 0o644)
+				w, err = Reuse(dir, 2, 0, sp)
+			} else {
+				w, err = Create(dir, 2, 0)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.NoChecksum()
+			w.Write([]byte("head"))
+			off, err := w.Skip(5)
+			if err != nil || off != 4 {
+				t.Fatalf("Skip = %d, %v; want offset 4", off, err)
+			}
+			w.Write([]byte("tail"))
+			if e := w.Entry(); e.Size != 13 || e.Rank != 0 {
+				t.Fatalf("Entry %+v, want 13 bytes", e)
+			}
+			if err := w.WriteAt([]byte("12345"), off); err != nil {
+				t.Fatal(err)
+			}
+			f, err := w.Close()
+			if err != nil || f.Size != 13 {
+				t.Fatalf("Close %+v %v", f, err)
+			}
+			got, _ := os.ReadFile(RankPath(dir, 2, 0))
+			if string(got) != "head12345tail" {
+				t.Fatalf("file %q, want head12345tail", got)
+			}
+		})
+	}
+}
