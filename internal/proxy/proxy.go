@@ -209,16 +209,6 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				p.log.Debug("launcher gone after the last rank ended", "err", err)
 				return nil
 			}
-			if len(p.tree.children) == 0 {
-				// Nothing below to relay for: go now, as Hydra's proxies
-				// do, rather than when the launcher has read MsgDone and
-				// closed the session. Everything this proxy sent was
-				// written before MsgDone (and the launcher reads it
-				// before the end of the stream), and the launcher sends
-				// nothing more to a finished host; under srun the step's
-				// end on this node then waits for this node alone.
-				return nil
-			}
 			// Keep relaying for the proxies below until they are done,
 			// then let the launcher close first so the last frames are
 			// read.
