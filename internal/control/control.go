@@ -227,36 +227,6 @@ func (c *Conn) SendOutput(rank int, fd byte, data []byte, flush bool) error {
 	return nil
 }
 
-// Encoded is a message encoded ahead of sending (Encode): a job can be
-// marshalled while its proxy is still starting, off the path from the
-// proxy's connect-back to its first rank.
-type Encoded struct {
-	t string
-	b []byte
-}
-
-// Encode encodes m for SendEncoded.
-func Encode(m Msg) (Encoded, error) {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return Encoded{}, fmt.Errorf("control: encode %s: %w", m.T, err)
-	}
-	return Encoded{m.T, b}, nil
-}
-
-// SendEncoded writes one message encoded by Encode and flushes.
-func (c *Conn) SendEncoded(e Encoded) error {
-	if e.b == nil {
-		return errors.New("control: empty encoded message")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.writeFrame(FrameMsg, e.b); err != nil {
-		return err
-	}
-	return c.w.Flush()
-}
-
 // Flush pushes buffered frames out.
 func (c *Conn) Flush() error {
 	c.mu.Lock()
@@ -324,7 +294,7 @@ func (c *Conn) Recv() (Frame, error) {
 // control stream, and the job as the first message. Keepalives are off on
 // this side: the transport or the proxy's heartbeat reports loss. On error
 // nothing is left open but rw, which the caller owns.
-func openSession(rw io.ReadWriteCloser, job Encoded) (*yamux.Session, *Conn, error) {
+func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error) {
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
@@ -341,7 +311,7 @@ func openSession(rw io.ReadWriteCloser, job Encoded) (*yamux.Session, *Conn, err
 		return nil, nil, fmt.Errorf("control stream: %w", err)
 	}
 	conn := NewConn(st)
-	if err := conn.SendEncoded(job); err != nil {
+	if err := conn.Send(Msg{T: MsgJob, Host: job.Index, Job: job}); err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("send job: %w", err)
 	}
@@ -354,23 +324,6 @@ func openSession(rw io.ReadWriteCloser, job Encoded) (*yamux.Session, *Conn, err
 // returned: exec copies its stderr (an agent's "cannot reach host") until
 // Wait, and that line is the reason; its exit status is added.
 func Attach(started launcher.Proc, job *Job) (*launcher.Recording, *yamux.Session, *Conn, error) {
-	enc, err := EncodeJob(job)
-	if err != nil {
-		started.Kill()
-		started.Wait()
-		return nil, nil, nil, err
-	}
-	return AttachEncoded(started, enc)
-}
-
-// EncodeJob encodes the job message for job (AttachEncoded).
-func EncodeJob(job *Job) (Encoded, error) {
-	return Encode(Msg{T: MsgJob, Host: job.Index, Job: job})
-}
-
-// AttachEncoded is Attach with the job message encoded beforehand
-// (EncodeJob).
-func AttachEncoded(started launcher.Proc, job Encoded) (*launcher.Recording, *yamux.Session, *Conn, error) {
 	proc := &launcher.Recording{Proc: started}
 	sess, conn, err := openSession(proc, job)
 	if err != nil {

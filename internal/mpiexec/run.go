@@ -350,30 +350,14 @@ func (j *job) run(ctx context.Context) (int, error) {
 func (j *job) startProxy(ctx context.Context, h hostfile.Host, jb *control.Job) (*proxyConn, error) {
 	be := j.cfg.Backend(h)
 	j.cfg.Log.Debug("starting proxy", "host", h.Name, "launcher", be.Name(), "proxy", j.cfg.ProxyPath)
-	// The job message (the whole environment, JSON) is encoded while the
-	// proxy starts, not after it has connected: that is the way to its
-	// first rank.
-	var enc control.Encoded
-	var encErr error
-	encoded := make(chan struct{})
-	go func() {
-		defer close(encoded)
-		enc, encErr = control.EncodeJob(jb)
-	}()
 	started, err := be.Start(ctx, launcher.Spec{
 		Host: h.Name, User: h.User, Argv: []string{j.cfg.ProxyPath}, Env: launcher.ProxyEnv(be),
 		Stderr: prefixWriter(j.cfg.Stderr, "gompi-proxy@"+h.Name+": "),
 	})
-	<-encoded
 	if err != nil {
 		return nil, err
 	}
-	if encErr != nil {
-		started.Kill()
-		started.Wait()
-		return nil, encErr
-	}
-	proc, sess, conn, err := control.AttachEncoded(started, enc)
+	proc, sess, conn, err := control.Attach(started, jb)
 	if err != nil {
 		return nil, err
 	}
