@@ -81,13 +81,23 @@ func main() {
 		}
 		heartbeat = d
 	}
+	// The guard of the ranks' process group is this program. Its shell
+	// starts now, while the session is set up and the job travels: on
+	// the way to the first rank it would cost a fork and an exec.
+	guard, _ := os.Executable()
+	var started *proxy.Guard
+	if guard != "" {
+		started = proxy.StartGuard(guard)
+	}
 	stream, err := sessionStream(ctx)
 	if err != nil {
+		if started != nil {
+			started.Abandon()
+		}
 		fmt.Fprintf(os.Stderr, "gompi-proxy: %v\n", err)
 		os.Exit(1)
 	}
-	guard, _ := os.Executable() // the guard of the ranks' process group is this program
-	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard,
+	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard, Started: started,
 		ReplayIOCache: func(dir string) error { _, err := journal.ReplayDir(dir); return err }})
 	if errors.Is(err, context.Canceled) {
 		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.

@@ -34,6 +34,7 @@ type Slurm struct {
 	started  bool
 	startErr error
 	open     int // procs not yet closed
+	closed   int // procs closed; the step is over when all hosts' are
 	srun     *exec.Cmd
 	srunDone chan struct{} // closed when srun has exited
 	srunErr  error
@@ -281,18 +282,26 @@ func (s *Slurm) Close() error {
 	return nil
 }
 
-// procClosed is called once per closed proc. When the last one closes the
-// proxies are exiting; srun ends with them. Give it a moment, then end it.
+// procClosed is called once per closed proc. When every host's proxy has
+// connected and its proc closed, the proxies are exiting; srun ends with
+// them. Give it a moment, then end it. (Not when just none is open: a
+// proxy that finished, and closed its connection, before the last one
+// connected back must not close the listener on it.)
 func (s *Slurm) procClosed() {
 	s.mu.Lock()
 	s.open--
-	last := s.open == 0
+	s.closed++
+	last := s.allClosed()
 	s.mu.Unlock()
 	if last {
 		s.ln.Close()
 		go s.reapSrun()
 	}
 }
+
+// allClosed: every expected host's proxy connected and was closed (s.mu
+// held).
+func (s *Slurm) allClosed() bool { return s.open == 0 && s.closed == len(s.hosts) }
 
 func (s *Slurm) reapSrun() {
 	if s.srun == nil {
@@ -346,7 +355,7 @@ func (p *slurmProc) Close() error {
 func (p *slurmProc) Wait() error {
 	<-p.done()
 	p.s.mu.Lock()
-	last := p.s.open == 0
+	last := p.s.allClosed()
 	p.s.mu.Unlock()
 	if last && p.s.srun != nil {
 		select {

@@ -157,3 +157,60 @@ func TestSrunArgs(t *testing.T) {
 		t.Fatalf("SrunArgs:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A proxy that finishes (its connection closed) before another host's
+// proxy has connected back does not end the step for the others: the
+// listener stays open until every expected proxy has connected and
+// closed. (Proxies exit as soon as their own ranks are done, so the first
+// node can be finished before srun has started the last one's proxy.)
+func TestSlurmEarlyFinisherKeepsListener(t *testing.T) {
+	// h1's proxy starts at once; h2's only when h1's has gone.
+	srun := fakeSrun(t, `set -- "$@"
+SLURMD_NODENAME=h1 GOMPI_TEST_FAKE_PROXY=1 "$@"
+SLURMD_NODENAME=h2 GOMPI_TEST_FAKE_PROXY=1 "$@"`)
+	var stderr bytes.Buffer
+	be, err := NewSlurm(SlurmConfig{Srun: srun, Listen: "127.0.0.1:0", Stderr: &stderr, ConnectTimeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	be.Expect([]string{"h1", "h2"})
+	argv := []string{os.Args[0], "-test.run=^TestHelperConnectBackProxy$"}
+	h2 := make(chan error, 1)
+	var p2 Proc
+	p1, err := be.Start(context.Background(), Spec{Host: "h1", Argv: argv})
+	if err != nil {
+		t.Fatalf("h1: %v (%s)", err, stderr.String())
+	}
+	go func() {
+		var err error
+		p2, err = be.Start(context.Background(), Spec{Host: "h2", Argv: argv})
+		h2 <- err
+	}()
+	// h1 finishes first: the launcher closes its session.
+	p1.Close()
+	if err := <-h2; err != nil {
+		t.Fatalf("h2 after h1 finished: %v (%s)", err, stderr.String())
+	}
+	msg := []byte("still here")
+	if _, err := p2.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, len(msg))
+	if _, err := io.ReadFull(p2, buf); err != nil || !bytes.Equal(buf, msg) {
+		t.Fatalf("h2 echoed %q, %v", buf, err)
+	}
+	p2.Close()
+	done := make(chan struct{})
+	go func() { p1.Wait(); p2.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("procs did not end after Close")
+	}
+	select {
+	case <-be.srunDone:
+	default:
+		t.Fatal("srun still running after every proc was waited for")
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/internal/shm"
 	"golang.org/x/sys/unix"
 )
@@ -102,15 +103,20 @@ func groupMembers(pgid int) []int {
 }
 
 // guardScript is the guard until its stdin ends: a POSIX shell that ignores
-// the signals the proxy forwards to the group and waits for EOF, then
-// becomes GuardMain (gompi-proxy -guard, $0) to kill the group and sweep
-// the job's segments. A shell starts in a fraction of a Go program's time,
-// and a guard starts with every job on every host, on the way to the first
-// rank; the Go part runs only when the proxy has died. If that exec fails
-// (the proxy's executable was removed), the shell exits and its EXIT trap
-// still kills the group.
+// the signals the proxy forwards to the group, reads its job (the job id,
+// then the directories of the job's shared-memory files, one per line, up
+// to an empty line; tellGuard) and waits for EOF, then becomes GuardMain
+// (gompi-proxy -guard, $0) to kill the group and sweep the job's segments.
+// A shell starts in a fraction of a Go program's time, and a guard starts
+// with every job on every host, on the way to the first rank; the Go part
+// runs only when the proxy has died. If that exec fails (the proxy's
+// executable was removed), the shell exits and its EXIT trap still kills
+// the group. Learning the job on its stdin lets the proxy start the guard
+// before the job has arrived (StartGuard).
 const guardScript = `trap '' INT TERM HUP USR1 USR2 PIPE QUIT TSTP TTIN TTOU
 trap 'kill -KILL 0' EXIT
+set --
+while IFS= read -r a && [ -n "$a" ]; do set -- "$@" "$a"; done
 while read -r _; do :; done
 exec "$0" ` + GuardArg + ` "$@" </dev/null`
 
@@ -118,14 +124,22 @@ exec "$0" ` + GuardArg + ` "$@" </dev/null`
 const guardShell = "/bin/sh"
 
 // startGuard starts the guard as the leader of a new process group and
-// returns its pid (the group id) and the pipe that keeps it waiting. path
-// is the gompi-proxy executable the guard becomes when the pipe ends.
-func startGuard(path, jobID string, shmDirs []string) (int, *os.File, error) {
+// returns its pid (the group id) and the pipe that keeps it waiting (give
+// it its job with tellGuard). path is the gompi-proxy executable the guard
+// becomes when the pipe ends.
+func startGuard(path string) (int, *os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(guardShell, append([]string{"-c", guardScript, path, jobID}, shmDirs...)...)
+	cmd := exec.Command(guardShell, "-c", guardScript, path)
+	// The connect-back secret stays with the proxy (it may still be in the
+	// environment when StartGuard runs).
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, launcher.ConnectSecretEnv+"=") && !strings.HasPrefix(kv, launcher.ConnectEnv+"=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.Stdin = r // stdout and stderr: /dev/null, so it never holds the session
 	// No Pdeathsig: it must outlive the proxy to do its job.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -138,6 +152,65 @@ func startGuard(path, jobID string, shmDirs []string) (int, *os.File, error) {
 	pid := cmd.Process.Pid
 	cmd.Process.Release() // reaped by the reaper (it is in the group)
 	return pid, w, nil
+}
+
+// tellGuard gives the guard on w its job: the job id and the directories
+// it sweeps for the job's files when the proxy has died. A directory whose
+// name holds a newline cannot be told and is left out.
+func tellGuard(w io.Writer, jobID string, shmDirs []string) error {
+	var b strings.Builder
+	if jobID != "" && !strings.Contains(jobID, "\n") {
+		b.WriteString(jobID + "\n")
+		for _, d := range shmDirs {
+			if d != "" && !strings.Contains(d, "\n") {
+				b.WriteString(d + "\n")
+			}
+		}
+	}
+	b.WriteString("\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Guard is a guard started before its job is known (StartGuard), so that
+// its fork and exec overlap the connect-back and the job's arrival
+// instead of delaying the first rank.
+type Guard struct {
+	done chan struct{}
+	pid  int
+	w    *os.File
+	err  error
+}
+
+// StartGuard starts the guard of the ranks' group in the background; path
+// is the gompi-proxy executable (Config.Guard). Pass it as Config.Started:
+// Run gives it the job, or ends it when no rank starts.
+func StartGuard(path string) *Guard {
+	g := &Guard{done: make(chan struct{})}
+	go func() {
+		defer close(g.done)
+		g.pid, g.w, g.err = startGuard(path)
+	}()
+	return g
+}
+
+func (g *Guard) wait() (int, *os.File, error) {
+	<-g.done
+	return g.pid, g.w, g.err
+}
+
+// Abandon ends a guard that no job has adopted and reaps it. (The guard
+// would also go by itself when the proxy exits, but through GuardMain, a
+// second Go program's start.)
+func (g *Guard) Abandon() {
+	pid, w, err := g.wait()
+	if err != nil {
+		return
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+	w.Close()
+	var ws syscall.WaitStatus
+	syscall.Wait4(pid, &ws, 0, nil)
 }
 
 // reaper waits for the ranks.

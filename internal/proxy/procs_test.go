@@ -1,12 +1,18 @@
 package proxy
 
 import (
+	"context"
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/control"
+	"github.com/hashicorp/yamux"
 )
 
 // The reaper delivers each child's status, in the group or not, including
@@ -75,17 +81,24 @@ func TestStartFailureNamesLimit(t *testing.T) {
 }
 
 // The guard leads a group of its own, outlives the signals the proxy sends
-// the group, and when its pipe ends becomes "path -guard job dirs..." (here
-// a script that records its arguments, then kills the group as GuardMain
-// does); when path cannot be run it kills the group itself.
+// the group, learns its job on its pipe (tellGuard: a directory with a
+// space stays one argument, one with a newline is left out), and when the
+// pipe ends becomes "path -guard job dirs..." (here a script that records
+// its arguments, then kills the group as GuardMain does); when path cannot
+// be run it kills the group itself. Told nothing (the proxy died before
+// its job came), it becomes "path -guard".
 func TestGuard(t *testing.T) {
 	dir := t.TempDir()
+	record := "#!/bin/sh\necho \"$#:$@\" > " + dir + "/args\nkill -KILL 0\n"
 	for _, c := range []struct {
 		name   string
 		script string // the stand-in for gompi-proxy; "" means missing
+		untold bool   // the pipe ends before the job is told
+		want   string // "argc:args" it records
 	}{
-		{"becomes the proxy's guard", "#!/bin/sh\necho \"$@\" > " + dir + "/args\nkill -KILL 0\n"},
-		{"proxy executable gone", ""},
+		{"becomes the proxy's guard", record, false, "4:" + GuardArg + " job1 /d1 /d 2"},
+		{"proxy gone before its job", record, true, "1:" + GuardArg},
+		{"proxy executable gone", "", false, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			path := dir + "/gompi-proxy-missing"
@@ -95,9 +108,14 @@ func TestGuard(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			pid, w, err := startGuard(path, "job1", []string{"/d1", "/d 2"})
+			pid, w, err := startGuard(path)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if !c.untold {
+				if err := tellGuard(w, "job1", []string{"/d1", "/d 2", "/new\nline"}); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if g, _ := syscall.Getpgid(pid); g != pid {
 				t.Fatalf("guard %d leads group %d", pid, g)
@@ -133,10 +151,74 @@ func TestGuard(t *testing.T) {
 			}
 			if c.script != "" {
 				b, err := os.ReadFile(dir + "/args")
-				if got := strings.TrimSpace(string(b)); err != nil || got != GuardArg+" job1 /d1 /d 2" {
-					t.Errorf("guard ran the proxy with %q (%v)", got, err)
+				if got := strings.TrimSpace(string(b)); err != nil || got != c.want {
+					t.Errorf("guard ran the proxy with %q (%v), want %q", got, err, c.want)
 				}
+				os.Remove(dir + "/args")
 			}
 		})
 	}
+}
+
+// A guard started before its job (StartGuard) that no job adopts is ended
+// and reaped by Abandon, and so is the one Run was given when the job is
+// refused before any rank starts: nothing of it is left, and it never
+// became "path -guard" (a second program's start).
+func TestStartedGuardAbandoned(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/gompi-proxy"
+	if err := os.WriteFile(path, []byte("#!/bin/sh\ntouch "+dir+"/ran\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gone := func(g *Guard) {
+		t.Helper()
+		pid, _, err := g.wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Kill(pid, 0); err == nil {
+			t.Errorf("guard %d still exists after Abandon", pid)
+		}
+		if _, err := os.Stat(dir + "/ran"); err == nil {
+			t.Error("an abandoned guard ran the proxy's guard mode")
+		}
+	}
+	g := StartGuard(path)
+	g.Abandon()
+	gone(g)
+
+	// Refused job: wrong protocol version.
+	g = StartGuard(path)
+	a, b := net.Pipe()
+	errc := make(chan error, 1)
+	go func() { errc <- Run(context.Background(), a, Config{Guard: path, Started: g}) }()
+	ycfg := yamux.DefaultConfig()
+	ycfg.LogOutput = io.Discard
+	ycfg.EnableKeepAlive = false
+	sess, err := yamux.Client(b, ycfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	st, err := sess.Open()
+	if err == nil {
+		_, err = st.Write([]byte{control.StreamControl})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &control.Job{Version: control.Version + 100, JobID: "refused", Host: "h", Size: 1,
+		Apps: []control.App{{Argv: []string{"/bin/true"}, Wdir: "/"}}, Ranks: []control.RankSpec{{Rank: 0}}, KVSName: "kvs"}
+	if err := control.NewConn(st).Send(control.Msg{T: control.MsgJob, Job: job}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "protocol version") {
+			t.Fatalf("Run: %v, want the version refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return")
+	}
+	gone(g)
 }

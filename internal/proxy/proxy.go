@@ -48,6 +48,11 @@ type Config struct {
 	// group when the proxy dies (procs.go). Empty: no guard; the first rank leads the group,
 	// and what ranks start may outlive a proxy that is SIGKILLed.
 	Guard string
+	// Started is the guard already started with StartGuard(Guard), whose
+	// fork overlapped the session's start: Run gives it the job's ranks,
+	// or ends it (Abandon) when it returns before starting any. Nil: Run
+	// starts the guard itself when the job's ranks are about to start.
+	Started *Guard
 	// ReplayIOCache brings the unflushed extents of a node-local MPI-IO
 	// cache directory to their files (the job's IOCacheDirs, before any
 	// rank starts). The command supplies runtime/mpiio/journal.ReplayDir:
@@ -77,10 +82,11 @@ type proxy struct {
 	pgid  int // process group of all local ranks
 	// guardPipe keeps the group's guard waiting; groupKilled: SIGKILL went
 	// to the group, whose id may be reused once it is empty.
-	guardPipe   *os.File
-	groupKilled bool
-	reaper      *reaper
-	sweptDead   chan struct{} // closed when sweepDeadShm is done
+	guardPipe    *os.File
+	groupKilled  bool
+	guardAdopted bool // cfg.Started was taken for this job's ranks
+	reaper       *reaper
+	sweptDead    chan struct{} // closed when sweepDeadShm is done
 
 	up          *uplink
 	tree        *tree
@@ -124,6 +130,11 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	p := &proxy{cfg: cfg, log: cfg.Log, ctx: ctx, noFinalize: map[int]bool{}}
+	defer func() {
+		if cfg.Started != nil && !p.guardAdopted {
+			cfg.Started.Abandon()
+		}
+	}()
 
 	ctl, err := acceptKind(sess, control.StreamControl)
 	if err != nil {
@@ -326,10 +337,18 @@ func (p *proxy) start() error {
 	p.sweptDead = make(chan struct{})
 	go func() { p.sweepDeadShm(); close(p.sweptDead) }()
 	p.reaper = newReaper()
-	if p.cfg.Guard != "" {
-		pid, w, err := startGuard(p.cfg.Guard, p.job.JobID, p.shmDirs())
+	if g := p.cfg.Started; g != nil || p.cfg.Guard != "" {
+		if g == nil {
+			g = StartGuard(p.cfg.Guard)
+		}
+		p.guardAdopted = true
+		pid, w, err := g.wait()
 		if err != nil {
 			return err
+		}
+		if err := tellGuard(w, p.job.JobID, p.shmDirs()); err != nil {
+			g.Abandon()
+			return fmt.Errorf("guard: %w", err)
 		}
 		p.pgid, p.guardPipe = pid, w
 		p.reaper.setGroup(pid)
