@@ -14,7 +14,7 @@ import (
 // Without -l bytes are forwarded as they come, so a prompt or a progress
 // bar shows at once; while one rank's line is unfinished on a stream,
 // other ranks' output to that stream waits, so lines are not split by
-// another rank's. A rank that leaves its line unfinished for a tick
+// another rank's. A rank that sends none of its unfinished line for a tick
 // (partialDelay to twice that) while others have output waiting loses the
 // stream to them, and so does one holding back more than maxWaiting bytes
 // of others'.
@@ -84,6 +84,11 @@ func (o *output) write(rank int, fd byte, data []byte) {
 		o.pend[k] = p
 	}
 	p.buf = append(p.buf, data...)
+	if o.open[fd] == rank {
+		// A line still coming is not stalled: only ticks without any of
+		// it count against it (a long line on a loaded host takes many).
+		o.openAge[fd] = 0
+	}
 	o.drain(fd)
 	o.arm()
 }

@@ -90,6 +90,56 @@ func TestOutputOpenLineHoldsStream(t *testing.T) {
 	}
 }
 
+// An unfinished line that keeps coming holds the stream however many ticks
+// it takes (a long line on a loaded host): only a stalled one is broken.
+func TestOutputProgressingLineHoldsStream(t *testing.T) {
+	for _, prepend := range []bool{false, true} {
+		var out syncBuf
+		o := newOutput(&out, &out, prepend)
+		manual := func() { // the test ticks, not the timer
+			o.mu.Lock()
+			if o.timer != nil {
+				o.timer.Stop()
+			}
+			o.timer = time.NewTimer(time.Hour)
+			o.mu.Unlock()
+		}
+		o.write(0, 1, bytes.Repeat([]byte("a"), maxPartial))
+		o.write(1, 1, []byte("other\n"))
+		manual()
+		for range 5 {
+			o.tick()
+			manual()
+			o.write(0, 1, []byte("aaaa"))
+			manual()
+		}
+		o.write(0, 1, []byte("\n"))
+		o.flushAll()
+		a := strings.Repeat("a", maxPartial+20)
+		want := a + "\nother\n"
+		if prepend {
+			want = "[0] " + a + "\n[1] other\n"
+		}
+		if got := out.String(); got != want {
+			t.Errorf("prepend %v: the line was split: got %q...%q", prepend, got[:min(len(got), 20)], got[max(0, len(got)-30):])
+		}
+		// A stalled line is still broken after two ticks.
+		out = syncBuf{}
+		o = newOutput(&out, &out, false)
+		o.write(0, 1, []byte("stalled"))
+		o.write(1, 1, []byte("other\n"))
+		manual()
+		o.tick()
+		manual()
+		o.tick()
+		manual()
+		if got := out.String(); got != "stalledother\n" {
+			t.Errorf("a stalled line kept the stream: %q", got)
+		}
+		o.flushAll()
+	}
+}
+
 // With -l a partial line is written after a delay, prefixed, and the rest
 // of it follows without a prefix.
 func TestOutputPrefixedPartialAfterDelay(t *testing.T) {
