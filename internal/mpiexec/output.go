@@ -17,7 +17,7 @@ import (
 // another rank's. A rank that sends none of its unfinished line for a tick
 // (partialDelay to twice that) while others have output waiting loses the
 // stream to them, and so does one holding back more than maxWaiting bytes
-// of others'.
+// of others' or holding them back for maxHeldTicks.
 //
 // With -l whole lines are written with a "[rank] " prefix; an unfinished
 // line is written (prefixed) after a tick, and the rest of it follows
@@ -27,17 +27,18 @@ import (
 // The first write error on a stream is reported through onErr once; that
 // stream's output is dropped afterwards (the launcher ends the job).
 type output struct {
-	mu      sync.Mutex
-	out     [3]io.Writer // index by fd: 1 stdout, 2 stderr
-	prepend bool
-	pend    map[streamKey]*pending
-	open    [3]int // rank whose line is unfinished on the stream, -1 none
-	openAge [3]int // ticks the open line has been waiting with others pending
-	err     [3]error
-	onErr   func(fd byte, err error)
-	timer   *time.Timer
-	closed  bool
-	scratch []byte
+	mu       sync.Mutex
+	out      [3]io.Writer // index by fd: 1 stdout, 2 stderr
+	prepend  bool
+	pend     map[streamKey]*pending
+	open     [3]int // rank whose line is unfinished on the stream, -1 none
+	openAge  [3]int // ticks without its bytes the open line kept others waiting
+	openHeld [3]int // ticks in all the open line kept others waiting
+	err      [3]error
+	onErr    func(fd byte, err error)
+	timer    *time.Timer
+	closed   bool
+	scratch  []byte
 }
 
 type streamKey struct {
@@ -62,6 +63,10 @@ const maxWaiting = 1 << 20
 
 // partialDelay is the tick at which unfinished lines are looked at.
 const partialDelay = 100 * time.Millisecond
+
+// maxHeldTicks bounds how long a line that keeps coming (a progress bar
+// that never ends its line) holds others' output back: 2-4 s.
+const maxHeldTicks = 20
 
 func newOutput(stdout, stderr io.Writer, prepend bool) *output {
 	return &output{out: [3]io.Writer{nil, stdout, stderr}, prepend: prepend,
@@ -139,7 +144,7 @@ func (o *output) push(rank int, fd byte, force bool) {
 	}
 	o.emit(rank, fd, p.buf[:n], cont)
 	if p.buf[n-1] == '\n' || p.done {
-		o.open[fd], o.openAge[fd] = -1, 0
+		o.open[fd], o.openAge[fd], o.openHeld[fd] = -1, 0, 0
 	} else {
 		o.open[fd] = rank
 	}
@@ -155,7 +160,7 @@ func (o *output) breakOpen(fd byte) {
 	if o.prepend {
 		o.writeOut(fd, []byte{'\n'})
 	}
-	o.open[fd], o.openAge[fd] = -1, 0
+	o.open[fd], o.openAge[fd], o.openHeld[fd] = -1, 0, 0
 }
 
 // waiting is how many bytes ranks other than the open one have queued.
@@ -203,7 +208,8 @@ func (o *output) tick() {
 		}
 		if o.open[fd] >= 0 && o.waiting(fd) > 0 {
 			o.openAge[fd]++
-			if o.openAge[fd] > 1 {
+			o.openHeld[fd]++
+			if o.openAge[fd] > 1 || o.openHeld[fd] > maxHeldTicks {
 				o.breakOpen(fd)
 			}
 		}
@@ -292,7 +298,7 @@ func (o *output) flushLocked(rank int, final bool) {
 		}
 		delete(o.pend, k)
 		if o.open[fd] == rank {
-			o.open[fd], o.openAge[fd] = -1, 0
+			o.open[fd], o.openAge[fd], o.openHeld[fd] = -1, 0, 0
 		}
 		o.drain(fd)
 	}

@@ -90,8 +90,9 @@ func TestOutputOpenLineHoldsStream(t *testing.T) {
 	}
 }
 
-// An unfinished line that keeps coming holds the stream however many ticks
-// it takes (a long line on a loaded host): only a stalled one is broken.
+// An unfinished line that keeps coming holds the stream for many ticks (a
+// long line on a loaded host); a stalled one is broken after two, and one
+// that never ends after maxHeldTicks.
 func TestOutputProgressingLineHoldsStream(t *testing.T) {
 	for _, prepend := range []bool{false, true} {
 		var out syncBuf
@@ -135,6 +136,23 @@ func TestOutputProgressingLineHoldsStream(t *testing.T) {
 		manual()
 		if got := out.String(); got != "stalledother\n" {
 			t.Errorf("a stalled line kept the stream: %q", got)
+		}
+		o.flushAll()
+		// A line that keeps coming but never ends is broken after
+		// maxHeldTicks.
+		out = syncBuf{}
+		o = newOutput(&out, &out, false)
+		o.write(0, 1, []byte("bar"))
+		o.write(1, 1, []byte("other\n"))
+		manual()
+		for range maxHeldTicks + 1 {
+			o.tick()
+			manual()
+			o.write(0, 1, []byte("."))
+			manual()
+		}
+		if got := out.String(); !strings.Contains(got, "other\n") {
+			t.Errorf("a never-ending line kept the stream: %q", got)
 		}
 		o.flushAll()
 	}
