@@ -37,6 +37,26 @@ func TestDieAfterCollectiveStress(t *testing.T) {
 			}
 			return s.Free()
 		}},
+		{"inter+free", func(c *Comm, _ int) error {
+			// Two groups, the lower half and the rest, joined and freed.
+			n, inA := c.Size(), c.Rank() < c.Size()/2
+			color, remote := 1, 0
+			if inA {
+				color, remote = 0, n/2
+			}
+			local, err := c.Split(color, c.Rank())
+			if err != nil {
+				return err
+			}
+			ic, err := local.InterCommCreate(0, c, remote, 77)
+			if err != nil {
+				return err
+			}
+			if err := local.Free(); err != nil {
+				return err
+			}
+			return ic.Free()
+		}},
 		{"bcast", func(c *Comm, victim int) error {
 			b := make([]byte, 64)
 			if c.Rank() == victim {
