@@ -143,3 +143,75 @@ func TestPeerDeathKeepsSentMessages(t *testing.T) {
 		}
 	}
 }
+
+// A peer that dials this rank, sends and dies while this rank's own dial
+// to it is still on its way: that dial is refused, but the connection the
+// peer made carries its message, which must still be received (then the
+// peer's *PeerError). Before, the refused dial failed the peer at once and
+// the accepted connection was dropped with the message in it.
+func TestDialRefusedWhileAccepting(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"shm", nil},
+		{"tcp", func(c *Config) { c.NoSharedMemory = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			comms, _ := world(t, 2, tc.mod)
+			p1 := comms[1].p
+			dialGate, acceptGate, accepted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+			dialHook := func(p *proc, pe *peer) {
+				if p == p1 && pe.rank == 0 {
+					<-dialGate
+				}
+			}
+			acceptHook := func(p *proc, pe *peer) {
+				if p == p1 && pe.rank == 0 {
+					close(accepted)
+					<-acceptGate
+				}
+			}
+			testHookDial.Store(&dialHook)
+			testHookAccepted.Store(&acceptHook)
+			t.Cleanup(func() { testHookDial.Store(nil); testHookAccepted.Store(nil) })
+
+			buf := make([]byte, 5)
+			r := Irecv(comms[1], buf, 0, 5) // rank 1 starts dialling rank 0 (held)
+			if err := within(t, "Send", 20*time.Second, func() error {
+				return Send(comms[0], []byte("hello"), 1, 5) // rank 0 dials rank 1
+			}); err != nil {
+				t.Fatal(err)
+			}
+			<-accepted
+			killProc(comms[0].p)
+			close(dialGate) // rank 1's dial is refused now
+			for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(time.Millisecond) {
+				pe := p1.peers[0]
+				pe.mu.Lock()
+				done := pe.err != nil || pe.dialErr != nil
+				pe.mu.Unlock()
+				if done {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("rank 1's dial did not end")
+				}
+			}
+			close(acceptGate)
+			if err := within(t, "Irecv", 20*time.Second, func() error {
+				_, err := r.Wait(context.Background())
+				return err
+			}); err != nil || string(buf) != "hello" {
+				t.Fatalf("message sent before the peer died: %q, %v", buf, err)
+			}
+			var pe *PeerError
+			if err := within(t, "Recv", 20*time.Second, func() error {
+				_, err := Recv(comms[1], buf, 0, 6)
+				return err
+			}); !errors.As(err, &pe) || pe.Rank != 0 {
+				t.Fatalf("later receive: %v, want rank 0's PeerError", err)
+			}
+		})
+	}
+}

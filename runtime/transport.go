@@ -45,10 +45,17 @@ type peer struct {
 	mu      sync.Mutex
 	ln      link
 	dialing bool
-	ready   chan struct{} // closed once ln is set or err is set
-	err     error
-	sends   map[uint64]*sendOp // rendezvous sends waiting for CTS
-	rdv     map[uint64]*recvOp // rendezvous receives waiting for DATA
+	// accepting counts connections the peer dialled that passed the
+	// handshake and are being set up; while there are any, a failed dial
+	// of ours only leaves its error in dialErr: the peer may have sent
+	// on its connection and died since (dial refused), and what it sent
+	// must still be received.
+	accepting int
+	dialErr   error
+	ready     chan struct{} // closed once ln is set or err is set
+	err       error
+	sends     map[uint64]*sendOp // rendezvous sends waiting for CTS
+	rdv       map[uint64]*recvOp // rendezvous receives waiting for DATA
 
 	// Lock-free views for the shared-memory fast path (a blocking send
 	// or receive must not pay for pe.mu): the shm link once installed
@@ -173,6 +180,12 @@ func (pe *peer) addRdv(id uint64, op *recvOp) error {
 // rendezvous with this peer.
 func (pe *peer) fail(err error) {
 	pe.mu.Lock()
+	pe.failAndUnlock(err)
+}
+
+// failAndUnlock is fail for a caller that holds pe.mu (and decided under
+// it that the peer failed).
+func (pe *peer) failAndUnlock(err error) {
 	pe.dead.Store(true)
 	if pe.err == nil {
 		pe.err = err
@@ -400,19 +413,14 @@ func (p *proc) accept(conn net.Conn) error {
 		// This connection is being set up (shared memory is negotiated
 		// without the lock): no local dial may start meanwhile.
 		pe.dialing = true
+		pe.accepting++
 	}
 	pe.mu.Unlock()
-	undo := func() {
-		pe.mu.Lock()
-		if pe.ln == nil {
-			pe.dialing = wasDialing
-		}
-		pe.mu.Unlock()
-	}
 	reply := append([]byte{status}, hsMAC(p.secret, "accept", nA, nD, d, a, status)...)
 	if _, err := conn.Write(reply); err != nil {
 		if status == hsOK {
-			undo()
+			pe.mu.Lock()
+			p.acceptFailedAndUnlock(pe, wasDialing)
 		}
 		return err
 	}
@@ -421,23 +429,55 @@ func (p *proc) accept(conn net.Conn) error {
 	}
 	sl := p.negotiateShm(p.ctx, pe, conn)
 	conn.SetDeadline(time.Time{})
+	runHook(&testHookAccepted, p, pe)
 	pe.mu.Lock()
-	defer pe.mu.Unlock()
 	if pe.ln != nil || pe.err != nil {
-		pe.dialing = wasDialing && pe.ln == nil
 		if sl != nil {
 			sl.cancel()
 			sl.closeRing()
 		}
+		p.acceptFailedAndUnlock(pe, wasDialing)
 		return errors.New("peer failed while connecting")
 	}
+	pe.accepting--
 	p.attachLocked(pe, conn, sl)
+	pe.mu.Unlock()
 	return nil
+}
+
+// acceptFailedAndUnlock ends the set-up of a connection pe dialled that
+// will not be used. If our own dial failed meanwhile and no other
+// connection can still come, the peer has failed. Caller holds pe.mu.
+func (p *proc) acceptFailedAndUnlock(pe *peer, wasDialing bool) {
+	pe.accepting--
+	if pe.ln != nil || pe.err != nil || pe.accepting > 0 {
+		pe.mu.Unlock()
+		return
+	}
+	if err := pe.dialErr; err != nil && p.errClosed() == nil {
+		pe.failAndUnlock(err)
+		p.eng.failSource(pe.rank, err, false)
+		return
+	}
+	pe.dialing = wasDialing
+	pe.mu.Unlock()
+}
+
+// Test hooks (unset outside tests): testHookDial runs as a dial starts,
+// testHookAccepted once a connection the peer dialled is negotiated, just
+// before it is attached. They let a test order a dial and an accept.
+var testHookDial, testHookAccepted atomic.Pointer[func(p *proc, pe *peer)]
+
+func runHook(h *atomic.Pointer[func(p *proc, pe *peer)], p *proc, pe *peer) {
+	if f := h.Load(); f != nil {
+		(*f)(p, pe)
+	}
 }
 
 // dial connects to pe and runs the dialer side of the handshake.
 func (p *proc) dial(pe *peer) {
 	defer p.wg.Done()
+	runHook(&testHookDial, p, pe)
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.ConnectTimeout)
 	defer cancel()
 	dup, err := p.dialOnce(ctx, pe)
@@ -457,7 +497,19 @@ func (p *proc) dial(pe *peer) {
 		return
 	}
 	perr := &PeerError{Rank: pe.rank, Err: err}
-	pe.fail(perr)
+	pe.mu.Lock()
+	if pe.ln != nil || pe.accepting > 0 {
+		// The peer's own connection is attached or being set up: it
+		// decides the peer's fate, after what it carried (a peer that
+		// sent and then died refuses our dial, but its messages are
+		// there). If that set-up fails, dialErr fails the peer.
+		if pe.ln == nil {
+			pe.dialErr = perr
+		}
+		pe.mu.Unlock()
+		return
+	}
+	pe.failAndUnlock(perr)
 	p.eng.failSource(pe.rank, perr, false)
 }
 

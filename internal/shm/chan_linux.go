@@ -374,7 +374,12 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 			if idle != nil && idle.Err() != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerDead) {
 				return 0, ErrIdle
 			}
-			return 0, c.rxFail(err, false)
+			if !c.arrivedLate(err) {
+				return 0, c.rxFail(err, false)
+			}
+			if idle != nil && idle.Err() != nil {
+				return 0, ErrIdle // the caller's turn ended; the frame waits
+			}
 		}
 	}
 	if r.pos&7 != 0 {
@@ -501,6 +506,27 @@ func decodeFrame(w uint64) (uint64, error) {
 		return 0, fmt.Errorf("%w: bad frame header %#016x", ErrCorrupt, w)
 	}
 	return w & (1<<48 - 1), nil
+}
+
+// arrivedLate reports whether a frame was published while a wait for one
+// ended with err (not corruption), and if so makes it readable. A wait can
+// end just as a sender publishes its last frame and dies: its idle
+// context ends, or ctx ends when the caller sees the peer gone, after the
+// wait's last look but before its caller learns why it ended. Everything
+// a dead peer published is visible once its death is, so one more look
+// after the wait ended finds it (Recv delivers what was sent before a
+// peer closed or died).
+func (c *Chan) arrivedLate(err error) bool {
+	r := &c.rx
+	if c.closing.Load() || errors.Is(err, ErrCorrupt) {
+		return false
+	}
+	h := r.head.Load()
+	if h == r.pos || h-r.pos > r.size() {
+		return false
+	}
+	r.cache = h
+	return true
 }
 
 // rxFail handles a failed receive: mid-message failures and corruption

@@ -45,3 +45,35 @@ func TestGompiexecInterPeerDies(t *testing.T) {
 	}
 	wantOK(t, out, n-1)
 }
+
+// A rank that completes a collective and leaves at once, like a crash:
+// every other rank must still complete it (what the victim sent before it
+// left arrives), on shared memory, TCP and without CMA. Each job is short
+// and the race windows small, so several jobs run per case.
+func TestGompiexecOpThenDie(t *testing.T) {
+	const n = 4
+	victims := []int{0, n - 1}
+	if testing.Short() {
+		victims = victims[:1]
+	}
+	for _, tr := range []struct {
+		name string
+		env  []string
+	}{{"shm", nil}, {"tcp", []string{"GOMPI_SHM=0"}}, {"nocma", []string{"GOMPI_CMA=0"}}} {
+		for _, op := range []string{"free", "bcast", "allreduce"} {
+			t.Run(tr.name+"/"+op, func(t *testing.T) {
+				for _, v := range victims {
+					out, err := runEnv(t, 2*time.Minute, tr.env, bin("gompiexec"), "-n", strconv.Itoa(n), bin("rtprog"), "opdie", op, strconv.Itoa(v))
+					if err != nil {
+						t.Fatalf("victim %d: %v:\n%s", v, err, out)
+					}
+					for r := 0; r < n; r++ {
+						if r != v && !strings.Contains(out, fmt.Sprintf("rank %d: ok\n", r)) {
+							t.Fatalf("victim %d: rank %d did not report ok:\n%s", v, r, out)
+						}
+					}
+				}
+			})
+		}
+	}
+}

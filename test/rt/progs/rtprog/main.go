@@ -91,6 +91,8 @@ func main() {
 		err = inter(c)
 	case "interdie":
 		err = interDie(ctx, c, pc)
+	case "opdie":
+		err = opDie(c, pc, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown scenario %q", scenario)
 	}
