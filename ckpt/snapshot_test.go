@@ -52,12 +52,9 @@ func TestSnapshotCheckpoint(t *testing.T) {
 			}
 			defer debug.SetGCPercent(debug.SetGCPercent(1))
 			noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
-				c, err := New(context.Background(), comm, cfg)
-				if err != nil {
-					return err
-				}
 				var grid []float64
-				if err := MakeSlice(c, "grid", &grid, n); err != nil {
+				c, err := newGrid(comm, cfg, &grid, n)
+				if err != nil {
 					return err
 				}
 				defer cow.Free(grid)
@@ -108,12 +105,9 @@ func TestSnapshotCheckpoint(t *testing.T) {
 				}
 				// Restore into a cow slice of another length: it is
 				// resized in cow's memory.
-				c, err = New(context.Background(), comm, cfg)
-				if err != nil {
-					return err
-				}
 				var back []float64
-				if err := MakeSlice(c, "grid", &back, 1); err != nil {
+				c, err = newGrid(comm, cfg, &back, 1)
+				if err != nil {
 					return err
 				}
 				c.Register("step", &step)
@@ -145,12 +139,9 @@ func TestCloseDuringSnapshot(t *testing.T) {
 	const n = 1 << 20 // 8 MiB per rank
 	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir()}
 	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
-		c, err := New(context.Background(), comm, cfg)
-		if err != nil {
-			return err
-		}
 		var grid []float64
-		if err := MakeSlice(c, "grid", &grid, n); err != nil {
+		c, err := newGrid(comm, cfg, &grid, n)
+		if err != nil {
 			return err
 		}
 		defer cow.Free(grid)
@@ -193,4 +184,17 @@ func TestCloseDuringSnapshot(t *testing.T) {
 		}
 		return c.Close()
 	}))
+}
+
+// newGrid starts checkpointing comm's ranks with cfg and a "grid" of n
+// float64s in cow memory (MakeSlice).
+func newGrid(comm *mpi.Comm, cfg Config, grid *[]float64, n int) (*Ckpt, error) {
+	c, err := New(context.Background(), comm, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := MakeSlice(c, "grid", grid, n); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
