@@ -187,11 +187,35 @@ func (s *Snap) Wait() error {
 	return s.err
 }
 
+// Options changes what a snapshot's writer does (SnapshotWith).
+type Options struct {
+	// Detach: the writer finishes even if this process dies first: it
+	// does not die with it (no PR_SET_PDEATHSIG) and leaves its process
+	// group and session (setsid), so that a launcher's SIGKILL to the
+	// group does not reach it either. For bytes the caller has already
+	// acknowledged. It still dies with the machine, with its cgroup, or
+	// with a signal sent to its own pid.
+	Detach bool
+	// CommitFile and Commit: once every region is written, the writer
+	// writes Commit.Mem at Commit.Off of CommitFile (one pwrite; its own
+	// mark that the regions are in place). A write that does not cross a
+	// page boundary of the file (a single byte never does) is atomic
+	// against the writer's death. After a failed region nothing is
+	// committed.
+	CommitFile *os.File
+	Commit     Region
+}
+
 // Snapshot captures the regions' bytes now and writes each to f at its
 // offset in the background. The regions may be any memory of this
 // process, Make's or not, but must not overlap. The writer holds its own copy of f's
 // descriptor: closing f before Wait does not disturb it.
 func Snapshot(f *os.File, regions []Region) (*Snap, error) {
+	return SnapshotWith(f, regions, Options{})
+}
+
+// SnapshotWith is Snapshot with options.
+func SnapshotWith(f *os.File, regions []Region, o Options) (*Snap, error) {
 	if v := os.Getenv(EnvDisable); v == "off" || v == "0" {
 		return nil, fmt.Errorf("%w (%s=%s)", ErrUnavailable, EnvDisable, v)
 	}
@@ -214,5 +238,8 @@ func Snapshot(f *os.File, regions []Region) (*Snap, error) {
 			return nil, fmt.Errorf("%w: regions overlap in memory", ErrUnavailable)
 		}
 	}
-	return snapshot(f, regions)
+	if len(o.Commit.Mem) > 0 && (o.CommitFile == nil || o.Commit.Off < 0) {
+		return nil, fmt.Errorf("cow: Snapshot: commit needs a file and a non-negative offset")
+	}
+	return snapshot(f, regions, o)
 }
