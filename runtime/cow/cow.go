@@ -65,6 +65,13 @@ type Elem interface {
 // the copy path, for comparison and for tests.
 const EnvDisable = "GOMPI_COW"
 
+// Disabled reports whether the environment turns snapshots off
+// (EnvDisable).
+func Disabled() bool {
+	v := os.Getenv(EnvDisable)
+	return v == "off" || v == "0"
+}
+
 // Errors callers test with errors.Is.
 var (
 	// ErrUnavailable: no copy-on-write snapshot here; write the bytes
@@ -216,8 +223,8 @@ func Snapshot(f *os.File, regions []Region) (*Snap, error) {
 
 // SnapshotWith is Snapshot with options.
 func SnapshotWith(f *os.File, regions []Region, o Options) (*Snap, error) {
-	if v := os.Getenv(EnvDisable); v == "off" || v == "0" {
-		return nil, fmt.Errorf("%w (%s=%s)", ErrUnavailable, EnvDisable, v)
+	if Disabled() {
+		return nil, fmt.Errorf("%w (%s=%s)", ErrUnavailable, EnvDisable, os.Getenv(EnvDisable))
 	}
 	type span struct{ lo, hi uintptr }
 	var mem []span

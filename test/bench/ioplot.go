@@ -16,9 +16,11 @@ var ioColor = map[string]color.Color{
 	"romio":        color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
 	"gompi":        color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
 	"gompi-cached": color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"gompi-snap":   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
 }
 
-var ioLabel = map[string]string{"dd": "dd", "romio": "ROMIO (MPICH)", "gompi": "gompi runtime/mpiio", "gompi-cached": "gompi, node-local cache"}
+var ioLabel = map[string]string{"dd": "dd", "romio": "ROMIO (MPICH)", "gompi": "gompi runtime/mpiio", "gompi-cached": "gompi, node-local cache",
+	"gompi-snap": "gompi, cache + snapshot"}
 
 // plotIO draws grouped bars of MB/s, one panel per rank count and
 // operation (write, read), one group per case, one bar per implementation:
@@ -60,7 +62,7 @@ func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
 					return err
 				}
 				b.Color, b.LineStyle.Width = ioColor[im], 0
-				b.Offset = w * vg.Length(float64(k)-1.5)
+				b.Offset = w * vg.Length(float64(k)-float64(len(ioImpls)-1)/2)
 				p.Add(b)
 				p.Legend.Add(ioLabel[im], b)
 			}

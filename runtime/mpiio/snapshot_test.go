@@ -1,0 +1,205 @@
+package mpiio_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/cow"
+	"github.com/gompi/gompi/runtime/mpiio"
+	"github.com/gompi/gompi/runtime/mpiio/journal"
+	"golang.org/x/sys/unix"
+)
+
+func snapHints(cdir string) mpiio.Hints {
+	return mpiio.Hints{"gompi_cache_dir": cdir, "gompi_cache_snapshot": "enable", "gompi_cache_snapshot_min": "1",
+		"gompi_cache_flush_delay": "20ms"}
+}
+
+func snapPattern(gen, rank, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(gen*31 + rank*7 + i/4096)
+	}
+	return b
+}
+
+// With gompi_cache_snapshot, cached writes return after a fork and the
+// caller reuses its buffer at once: each write lands as it was at the
+// call, a read right after a write sees it, many writes are in flight at
+// once (collective and independent, heap and cow.Make buffers), and a
+// buffer in shared memory, which a fork would not capture, is copied.
+// With GOMPI_COW=off every write takes the copy path.
+func TestCacheSnapshot(t *testing.T) {
+	for _, tc := range []struct {
+		name, mem string
+		off       bool // GOMPI_COW=off
+		wantSnaps bool
+	}{
+		{"heap", "heap", false, true},
+		{"cow", "cow", false, true},
+		{"shared memory", "shared", false, false},
+		{"GOMPI_COW=off", "heap", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.off {
+				t.Setenv(cow.EnvDisable, "off")
+			}
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+			const n, gens = 1 << 20, 12
+			runRanks(t, 2, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, snapHints(cdir))
+				if err != nil {
+					return err
+				}
+				var buf []byte
+				switch tc.mem {
+				case "heap":
+					buf = make([]byte, n)
+				case "cow":
+					if buf, err = cow.Make[byte](n); err != nil {
+						return err
+					}
+					defer cow.Free(buf)
+				case "shared":
+					if buf, err = unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS); err != nil {
+						return err
+					}
+					defer unix.Munmap(buf)
+				}
+				me := c.Rank()
+				for g := 0; g < gens; g++ {
+					copy(buf, snapPattern(g, me, n))
+					off := int64((g*2 + me) * n)
+					if g%2 == 0 {
+						_, err = f.WriteAtAll(buf, off)
+					} else {
+						_, err = f.WriteAt(buf, off)
+					}
+					if err != nil {
+						return err
+					}
+					clear(buf) // at once: the write has its own copy
+					if g == 3 {
+						// Read right after a write: waits for its writer.
+						got := make([]byte, n)
+						if _, err := f.ReadAt(got, off); err != nil || !bytes.Equal(got, snapPattern(g, me, n)) {
+							return fmt.Errorf("read right after write %d: %v", g, err)
+						}
+					}
+				}
+				snaps := mpiio.CacheSnapshots(f)
+				if tc.wantSnaps && snaps != gens || !tc.wantSnaps && snaps != 0 {
+					return fmt.Errorf("%d writes took the snapshot path, want %v", snaps, map[bool]int{true: gens, false: 0}[tc.wantSnaps])
+				}
+				if err := f.Sync(); err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				other := 1 - me
+				got := make([]byte, n)
+				for g := 0; g < gens; g++ {
+					if _, err := f.ReadAt(got, int64((g*2+other)*n)); err != nil || !bytes.Equal(got, snapPattern(g, other, n)) {
+						return fmt.Errorf("rank %d's write %d read after Sync: %v", other, g, err)
+					}
+				}
+				return f.Close()
+			})
+			if left, _ := filepath.Glob(filepath.Join(cdir, "*")); len(left) != 0 {
+				t.Fatalf("cache files left after Close: %v", left)
+			}
+		})
+	}
+}
+
+const snapKillEnv = "GOMPI_MPIIO_SNAPKILL_CHILD" // "<file>|<cache dir>"
+
+// TestSnapKillChild is the process TestCacheSnapshotKill kills: it writes
+// 64 MiB through a snapshot cache and kills itself (SIGKILL) the moment
+// the write returns, with the snapshot writer still at work.
+func TestSnapKillChild(t *testing.T) {
+	spec := os.Getenv(snapKillEnv)
+	if spec == "" {
+		t.Skip("helper process of TestCacheSnapshotKill")
+	}
+	var path, cdir string
+	fmt.Sscanf(spec, "%s %s", &path, &cdir)
+	runRanks(t, 1, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly, snapHints(cdir))
+		if err != nil {
+			return err
+		}
+		buf := snapPattern(1, 0, 64<<20)
+		if _, err := f.WriteAtAll(buf, 0); err != nil {
+			return err
+		}
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	})
+}
+
+// kill -9 of the rank right after a cached write returned (its snapshot
+// writer still running): the write is in the file after recovery, by the
+// next Open (which waits for the writer, the journal's lock holder) or by
+// journal.Replay once the writer let the lock go.
+func TestCacheSnapshotKill(t *testing.T) {
+	for _, byOpen := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Open", false: "Replay"}[byOpen], func(t *testing.T) {
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSnapKillChild$", "-test.count=1")
+			cmd.Env = append(os.Environ(), snapKillEnv+"="+path+" "+cdir)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			out, err := cmd.CombinedOutput()
+			if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("helper did not die by SIGKILL: %v\n%s", err, out)
+			}
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) // its group, as a launcher ends a job
+			js, _ := filepath.Glob(filepath.Join(cdir, "*"+journal.JournalSuffix))
+			if len(js) != 1 {
+				t.Fatalf("journals %v", js)
+			}
+			if j, err := os.Open(js[0]); err == nil {
+				if err := journal.Lock(j); errors.Is(err, journal.ErrInUse) {
+					t.Log("the snapshot writer outlived the rank")
+				}
+				j.Close()
+			}
+			if byOpen {
+				runRanks(t, 1, func(c *mpi.Comm) error {
+					f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
+					if err != nil {
+						return err
+					}
+					return f.Close()
+				})
+			} else {
+				for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+					_, n, err := journal.Replay(js[0])
+					if err == nil && n == 1 {
+						break
+					}
+					if !errors.Is(err, journal.ErrInUse) || time.Now().After(deadline) {
+						t.Fatalf("replay: %d extents, %v", n, err)
+					}
+				}
+			}
+			b, _ := os.ReadFile(path)
+			if !bytes.Equal(b, snapPattern(1, 0, 64<<20)) {
+				t.Fatalf("the acknowledged write is not in the file after recovery (%d bytes)", len(b))
+			}
+		})
+	}
+}
+
