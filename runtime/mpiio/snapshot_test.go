@@ -202,4 +202,3 @@ func TestCacheSnapshotKill(t *testing.T) {
 		})
 	}
 }
-
