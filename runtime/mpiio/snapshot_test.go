@@ -3,11 +3,14 @@ package mpiio_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -200,5 +203,104 @@ func TestCacheSnapshotKill(t *testing.T) {
 				t.Fatalf("the acknowledged write is not in the file after recovery (%d bytes)", len(b))
 			}
 		})
+	}
+}
+
+// Open waits for a journal's lock another process holds (a killed rank's
+// snapshot writer), as long as its context allows: it opens once the lock
+// is released, and fails with journal.ErrInUse and the context's error
+// when the context ends first.
+func TestOpenWaitsForJournalLock(t *testing.T) {
+	dir := t.TempDir()
+	path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+	os.Mkdir(cdir, 0o700)
+	abs, _ := filepath.Abs(path)
+	h := sha256.Sum256([]byte(abs))
+	jp := filepath.Join(cdir, hex.EncodeToString(h[:12])+"-r0"+journal.JournalSuffix)
+	hold := func() *os.File {
+		j, err := os.OpenFile(jp, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := journal.Lock(j); err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	j := hold()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	runRanks(t, 1, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(ctx, c, path, mpiio.ModeCreate|mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
+		if err == nil {
+			f.Close()
+			return fmt.Errorf("Open of a file whose journal is locked succeeded")
+		}
+		if !errors.Is(err, journal.ErrInUse) || !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("Open: %v, want journal.ErrInUse and the context's deadline", err)
+		}
+		return nil
+	})
+	j.Close()
+
+	j = hold()
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		j.Close() // the writer is done
+	}()
+	runRanks(t, 1, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
+		if err != nil {
+			return fmt.Errorf("Open after the lock was released: %v", err)
+		}
+		return f.Close()
+	})
+}
+
+// A snapshot writer that fails (here: the file size limit, as a full
+// cache directory would) loses the write it was given: the next Sync
+// says so, naming the extent, and its uncommitted record is skipped by
+// replay.
+func TestCacheSnapshotWriterFails(t *testing.T) {
+	dir := t.TempDir()
+	path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
+		t.Fatal(err)
+	}
+	runRanks(t, 1, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly, snapHints(cdir))
+		if err != nil {
+			return err
+		}
+		// The writer inherits the limit (and blocks SIGXFSZ): its pwrite
+		// past 1 MiB fails with EFBIG.
+		lim := syscall.Rlimit{Cur: 1 << 20, Max: old.Max}
+		if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
+			return err
+		}
+		_, werr := f.WriteAt(snapPattern(1, 0, 4<<20), 0)
+		syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old)
+		if werr != nil {
+			return fmt.Errorf("write: %v (want it acknowledged, the failure later)", werr)
+		}
+		if mpiio.CacheSnapshots(f) != 1 {
+			return fmt.Errorf("the write did not take the snapshot path")
+		}
+		serr := f.Sync()
+		if serr == nil || !strings.Contains(serr.Error(), "lost: its snapshot writer failed") || !errors.Is(serr, syscall.EFBIG) {
+			return fmt.Errorf("Sync after a failed writer: %v, want the lost write named with EFBIG", serr)
+		}
+		if err := f.Close(); err == nil {
+			return fmt.Errorf("Close after a failed writer succeeded")
+		}
+		return nil
+	})
+	targets, err := journal.ReplayDir(cdir)
+	if err != nil || len(targets) != 0 {
+		t.Fatalf("replay of an uncommitted snapshot extent: %v %v, want nothing written", targets, err)
+	}
+	if b, _ := os.ReadFile(path); len(b) != 0 {
+		t.Fatalf("file has %d bytes of a write whose writer failed", len(b))
 	}
 }
