@@ -65,7 +65,7 @@ func run(ctx context.Context, comm *mpi.Comm, args []string) error {
 	if r == 0 {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}
-	clear(buf) // acknowledged: the buffer is the program's again
+	clear(buf)   // acknowledged: the buffer is the program's again
 	<-ctx.Done() // killed by the launcher
 	return ctx.Err()
 }
