@@ -213,10 +213,18 @@ func (c *cache) putCopy(e journal.Extent, runs []cow.Region) error {
 	c.seq++
 	e.Seq = c.seq
 	if _, err := c.jnl.Write(journal.ExtentRecord(e)); err != nil {
-		return fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+		return c.jnlFailed(err)
 	}
 	c.queue = append(c.queue, e)
 	return nil
+}
+
+// jnlFailed makes a failed journal append sticky: a record torn in the
+// middle of the journal would hide every later one from replay, so
+// nothing more may be acknowledged.
+func (c *cache) jnlFailed(err error) error {
+	c.err = fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+	return c.err
 }
 
 // putSnapshot journals e as a snapshot extent, uncommitted, then forks a
@@ -243,7 +251,7 @@ func (c *cache) putSnapshot(e journal.Extent, runs []cow.Region) error {
 	c.seq++
 	e.Seq = c.seq
 	if _, err := c.jnl.Write(journal.ExtentRecord(e)); err != nil {
-		return fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+		return c.jnlFailed(err)
 	}
 	mo, mb := journal.CommitMark(e)
 	mark := cow.Region{Mem: []byte{mb}, Off: at + mo}
@@ -291,22 +299,22 @@ func (c *cache) flusher() {
 		}
 		snap := c.snaps[e.Seq]
 		c.mu.Unlock()
-		var err error
+		var err, snapErr error
 		if snap != nil {
 			// Its bytes are in the data file once its writer is done.
-			err = snap.Wait()
+			snapErr = snap.Wait()
 			c.mu.Lock()
 			delete(c.snaps, e.Seq)
 			c.mu.Unlock()
 		}
-		if err == nil {
+		if snapErr == nil {
 			err = c.flushOne(e, &buf)
 		}
 		c.mu.Lock()
-		if snap != nil && err != nil && c.err == nil {
+		if snapErr != nil {
 			// Acknowledged and lost: as a page cache's write-back error,
 			// it is reported by the next write, Sync or Close.
-			c.err = fmt.Errorf("cached write of %d bytes (extent %d) lost: its snapshot writer failed: %w", e.Len, e.Seq, err)
+			c.err = fmt.Errorf("cached write of %d bytes (extent %d) lost: its snapshot writer failed: %w", e.Len, e.Seq, snapErr)
 			c.queue = nil
 		} else if err != nil {
 			c.err = fmt.Errorf("cache flush of %d bytes at offset %d: %w", e.Len, e.FileOff, err)
