@@ -286,3 +286,21 @@ func BenchmarkForkMapped(b *testing.B) {
 		})
 	}
 }
+
+// FuzzPrivateIn: the /proc/self/maps parser never panics, and a range it
+// accepts is accepted in every part (coverage by private anonymous
+// mappings holds for sub-ranges).
+func FuzzPrivateIn(f *testing.F) {
+	f.Add("1000-2000 rw-p 00000000 00:00 0\n2000-3000 rw-p 00000000 00:00 0 [heap]\n", uint32(0x1800), uint32(0x1000))
+	f.Add("1000-2000 rw-s 00000000 00:01 7 /dev/zero\n", uint32(0x1000), uint32(1))
+	f.Add("zz-1 rw-p 0 0 0\n", uint32(1), uint32(1))
+	f.Fuzz(func(t *testing.T, maps string, lo, n uint32) {
+		l, h := uintptr(lo), uintptr(lo)+uintptr(n)
+		if !privateIn(maps, l, h) || n < 2 {
+			return
+		}
+		if !privateIn(maps, l, l+uintptr(n/2)) || !privateIn(maps, l+uintptr(n/2), h) {
+			t.Fatalf("[%#x, %#x) accepted, a half of it not", l, h)
+		}
+	})
+}

@@ -27,10 +27,16 @@ func snapHints(cdir string) mpiio.Hints {
 		"gompi_cache_flush_delay": "20ms"}
 }
 
+// snapPattern is n bytes, one value per 4 KiB (filled by doubling copies:
+// cheap under the race detector).
 func snapPattern(gen, rank, n int) []byte {
 	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(gen*31 + rank*7 + i/4096)
+	for i := 0; i < n; i += 4096 {
+		blk := b[i:min(i+4096, n)]
+		blk[0] = byte(gen*31 + rank*7 + i/4096)
+		for k := 1; k < len(blk); k *= 2 {
+			copy(blk[k:], blk[:k])
+		}
 	}
 	return b
 }
@@ -129,7 +135,7 @@ func TestCacheSnapshot(t *testing.T) {
 const snapKillEnv = "GOMPI_MPIIO_SNAPKILL_CHILD" // "<file>|<cache dir>"
 
 // TestSnapKillChild is the process TestCacheSnapshotKill kills: it writes
-// 64 MiB through a snapshot cache and kills itself (SIGKILL) the moment
+// 32 MiB through a snapshot cache and kills itself (SIGKILL) the moment
 // the write returns, with the snapshot writer still at work.
 func TestSnapKillChild(t *testing.T) {
 	spec := os.Getenv(snapKillEnv)
@@ -143,7 +149,7 @@ func TestSnapKillChild(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		buf := snapPattern(1, 0, 64<<20)
+		buf := snapPattern(1, 0, 32<<20)
 		if _, err := f.WriteAtAll(buf, 0); err != nil {
 			return err
 		}
@@ -199,7 +205,7 @@ func TestCacheSnapshotKill(t *testing.T) {
 				}
 			}
 			b, _ := os.ReadFile(path)
-			if !bytes.Equal(b, snapPattern(1, 0, 64<<20)) {
+			if !bytes.Equal(b, snapPattern(1, 0, 32<<20)) {
 				t.Fatalf("the acknowledged write is not in the file after recovery (%d bytes)", len(b))
 			}
 		})
