@@ -56,16 +56,25 @@ type cache struct {
 }
 
 // lockWait bounds how long Open waits for a journal's lock held by
-// another process: a killed rank's snapshot writer holds it until its
-// bytes are in (about a second per GB); a live cache of another job holds
-// it for good, and Open then fails with journal.ErrInUse.
-const lockWait = 30 * time.Second
+// another process while the journal has an uncommitted snapshot extent: a
+// killed rank's snapshot writer holds it until its bytes are in (about a
+// second per GB). Otherwise Open waits only lockGrace (a writer that has
+// just committed is exiting): a live cache of another job holds the lock
+// for good, and Open then fails with journal.ErrInUse soon.
+const (
+	lockWait  = 30 * time.Second
+	lockGrace = 2 * time.Second
+)
 
 func lockWaiting(ctx context.Context, f *os.File) error {
-	deadline := time.Now().Add(lockWait)
+	start := time.Now()
 	for {
 		err := journal.Lock(f)
-		if !errors.Is(err, journal.ErrInUse) || time.Now().After(deadline) {
+		if !errors.Is(err, journal.ErrInUse) {
+			return err
+		}
+		waited := time.Since(start)
+		if waited > lockWait || waited > lockGrace && !journal.Writing(f) {
 			return err
 		}
 		select {

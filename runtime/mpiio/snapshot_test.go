@@ -215,7 +215,8 @@ func TestCacheSnapshotKill(t *testing.T) {
 // Open waits for a journal's lock another process holds (a killed rank's
 // snapshot writer), as long as its context allows: it opens once the lock
 // is released, and fails with journal.ErrInUse and the context's error
-// when the context ends first.
+// when the context ends first. It waits past a short grace only while a
+// snapshot record is uncommitted; a live cache's lock is ErrInUse soon.
 func TestOpenWaitsForJournalLock(t *testing.T) {
 	dir := t.TempDir()
 	path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
@@ -254,12 +255,47 @@ func TestOpenWaitsForJournalLock(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		j.Close() // the writer is done
 	}()
+	open := func(ctx context.Context, what string) {
+		t.Helper()
+		runRanks(t, 1, func(c *mpi.Comm) error {
+			f, err := mpiio.Open(ctx, c, path, mpiio.ModeCreate|mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
+			if err != nil {
+				return fmt.Errorf("Open after the lock was released (%s): %v", what, err)
+			}
+			return f.Close()
+		})
+	}
+	open(context.Background(), "at once")
+
+	// A writer still owes a commit (an uncommitted snapshot record): Open
+	// waits past the short grace a live cache gets.
+	w := hold()
+	rec := journal.ExtentRecord(journal.Extent{Seq: 1, Len: 8, Snapshot: true})
+	if _, err := w.Write(append(journal.Header(abs), rec...)); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(3 * time.Second)
+		w.Close()
+	}()
+	open(context.Background(), "after 3 s with a snapshot record uncommitted")
+
+	// Nothing uncommitted: the holder is a live cache, and Open says so
+	// after the grace, on its own, long before this context's end.
+	live := hold()
+	defer live.Close()
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
 	runRanks(t, 1, func(c *mpi.Comm) error {
-		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
-		if err != nil {
-			return fmt.Errorf("Open after the lock was released: %v", err)
+		f, err := mpiio.Open(ctx, c, path, mpiio.ModeCreate|mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
+		if err == nil {
+			f.Close()
+			return fmt.Errorf("Open of a file a live cache holds succeeded")
 		}
-		return f.Close()
+		if !errors.Is(err, journal.ErrInUse) || ctx.Err() != nil {
+			return fmt.Errorf("Open: %v (context: %v), want journal.ErrInUse before the context ended", err, ctx.Err())
+		}
+		return nil
 	})
 }
 

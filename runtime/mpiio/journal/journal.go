@@ -185,16 +185,34 @@ func UpdateChecksum(crc uint32, data []byte) uint32 { return crc32.Update(crc, c
 // Parse decodes a journal: its target and the acknowledged extents not
 // yet flushed, in order. A torn or garbled tail ends the journal.
 func Parse(jnl []byte) (target string, pending []Extent, err error) {
+	target, pending, _, err = parse(jnl)
+	return target, pending, err
+}
+
+// Writing reports whether the journal in f has a snapshot extent that no
+// writer has committed yet: a writer may still be at work on it (holding
+// the journal's lock), or died without committing it.
+func Writing(f *os.File) bool {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		return false
+	}
+	_, _, n, err := parse(b)
+	return err == nil && n > 0
+}
+
+// parse is Parse that also counts the uncommitted snapshot extents.
+func parse(jnl []byte) (target string, pending []Extent, uncommitted int, err error) {
 	if len(jnl) < 16 || [8]byte(jnl[:8]) != headerMagic {
-		return "", nil, fmt.Errorf("%w: no journal header", ErrCorrupt)
+		return "", nil, 0, fmt.Errorf("%w: no journal header", ErrCorrupt)
 	}
 	n := int(binary.LittleEndian.Uint32(jnl[8:]))
 	if n > len(jnl)-16 {
-		return "", nil, fmt.Errorf("%w: header names %d bytes, journal has %d", ErrCorrupt, n, len(jnl))
+		return "", nil, 0, fmt.Errorf("%w: header names %d bytes, journal has %d", ErrCorrupt, n, len(jnl))
 	}
 	h := 12 + n
 	if crc32.Checksum(jnl[:h], castagnoli) != binary.LittleEndian.Uint32(jnl[h:]) {
-		return "", nil, fmt.Errorf("%w: header checksum", ErrCorrupt)
+		return "", nil, 0, fmt.Errorf("%w: header checksum", ErrCorrupt)
 	}
 	target = string(jnl[12:h])
 	var flushed uint64
@@ -222,13 +240,14 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 		flags := binary.LittleEndian.Uint32(r[44:])
 		if flags&^(flagNoCRC|flagSnapshot|flagCommitted) != 0 || flags&flagCommitted != 0 && flags&flagSnapshot == 0 ||
 			flags != 0 && [4]byte(r[:4]) == kindFlushed {
-			return target, nil, fmt.Errorf("%w: record %d has unknown flags %#x", ErrCorrupt, e.Seq, flags)
+			return target, nil, 0, fmt.Errorf("%w: record %d has unknown flags %#x", ErrCorrupt, e.Seq, flags)
 		}
 		e.NoCRC, e.Snapshot = flags&flagNoCRC != 0, flags&flagSnapshot != 0
 		if e.Snapshot && flags&flagCommitted == 0 {
 			// Its writer died before the data was all written, or was
 			// never started (replay runs only once no writer holds the
 			// journal's lock): skipped, and later records still count.
+			uncommitted++
 			continue
 		}
 		switch [4]byte(r[:4]) {
@@ -242,18 +261,18 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 				q := r[RecordSize+PieceSize*i:]
 				e.Pieces[i] = Piece{int64(binary.LittleEndian.Uint64(q)), int64(binary.LittleEndian.Uint64(q[8:]))}
 				if e.Pieces[i].Len < 0 || e.Pieces[i].Len > 1<<40 || e.Pieces[i].FileOff < 0 {
-					return target, nil, fmt.Errorf("%w: extent %d: piece %d at %d of length %d", ErrCorrupt, e.Seq, i, e.Pieces[i].FileOff, e.Pieces[i].Len)
+					return target, nil, 0, fmt.Errorf("%w: extent %d: piece %d at %d of length %d", ErrCorrupt, e.Seq, i, e.Pieces[i].FileOff, e.Pieces[i].Len)
 				}
 				sum += e.Pieces[i].Len
 			}
 			if sum != e.Len {
-				return target, nil, fmt.Errorf("%w: extent %d: pieces add up to %d bytes, not %d", ErrCorrupt, e.Seq, sum, e.Len)
+				return target, nil, 0, fmt.Errorf("%w: extent %d: pieces add up to %d bytes, not %d", ErrCorrupt, e.Seq, sum, e.Len)
 			}
 			pending = append(pending, e)
 		case kindFlushed:
 			flushed = max(flushed, e.Seq)
 		default:
-			return target, nil, fmt.Errorf("%w: unknown record kind %q", ErrCorrupt, r[:4])
+			return target, nil, 0, fmt.Errorf("%w: unknown record kind %q", ErrCorrupt, r[:4])
 		}
 	}
 	keep := pending[:0]
@@ -262,7 +281,7 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 			keep = append(keep, e)
 		}
 	}
-	return target, keep, nil
+	return target, keep, uncommitted, nil
 }
 
 // ErrInUse: the journal belongs to a live cache (its writer holds the
