@@ -3,7 +3,7 @@
 // (go run ./test/bench -io) compares the two in one run. Run it as the ranks
 // of a job:
 //
-//	gompiexec -n 4 gompi-iobench [-i] [-H key=value]... write|read hard|contig|fpp FILE BYTES_PER_RANK
+//	gompiexec -n 4 gompi-iobench [-i] [-cow] [-H key=value]... write|read hard|contig|fpp FILE BYTES_PER_RANK
 //
 // Rank 0 prints "io <write|read> <pattern> <coll|indep> <ranks> <bytes>
 // <seconds>", seconds from a barrier before Open to a barrier after Close
@@ -31,6 +31,7 @@ import (
 
 	"github.com/gompi/gompi/internal/manpage"
 	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/cow"
 	"github.com/gompi/gompi/runtime/mpiio"
 )
 
@@ -64,10 +65,11 @@ func main() {
 // pat is iobench.c's pat(r, k).
 func pat(r int, k int64) byte { return byte(int64(r)*29 + (k>>12)*7 + 1) }
 
-var errUsage = errors.New("usage: gompi-iobench [-i] [-H key=value]... write|read hard|contig|fpp FILE BYTES_PER_RANK")
+var errUsage = errors.New("usage: gompi-iobench [-i] [-cow] [-H key=value]... write|read hard|contig|fpp FILE BYTES_PER_RANK")
 
 type config struct {
 	write, indep bool
+	cow          bool // the buffer from cow.Make
 	pattern      string
 	path         string
 	per          int64
@@ -80,6 +82,8 @@ func parse(args []string) (config, error) {
 		switch {
 		case args[0] == "-i":
 			c.indep = true
+		case args[0] == "-cow":
+			c.cow = true
 		case args[0] == "-H" && len(args) > 1:
 			k, v, ok := strings.Cut(args[1], "=")
 			if !ok {
@@ -129,7 +133,18 @@ func run(ctx context.Context, comm *mpi.Comm, args []string) error {
 	if c.pattern == "hard" {
 		chunk = per
 	}
-	buf := make([]byte, chunk)
+	var buf []byte
+	if c.cow {
+		// Outside the Go heap, in huge pages: with gompi_cache_snapshot
+		// the fork that takes the snapshot copies 1/512 of the page
+		// table entries (docs/io.md, "Snapshot writes").
+		if buf, err = cow.Make[byte](int(chunk)); err != nil {
+			return err
+		}
+		defer cow.Free(buf)
+	} else {
+		buf = make([]byte, chunk)
+	}
 	if c.write {
 		for k := range buf {
 			buf[k] = pat(r, int64(k))

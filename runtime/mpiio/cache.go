@@ -1,15 +1,19 @@
 package mpiio
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/gompi/gompi/runtime/cow"
 	"github.com/gompi/gompi/runtime/mpiio/journal"
 	"golang.org/x/sys/unix"
 )
@@ -31,6 +35,9 @@ type cache struct {
 	// nothing the cache promises, and costs a fifth of a cached write.
 	noCRC bool
 	delay time.Duration // test knob: pause before each flush, cut short by a drain
+	// snapMin > 0: a write of at least snapMin bytes from private memory
+	// is written by a copy-on-write snapshot writer (gompi_cache_snapshot).
+	snapMin int64
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -42,6 +49,40 @@ type cache struct {
 	drains  int              // drains waiting: the flusher skips its delay
 	stop    bool
 	stopped chan struct{}
+	// snaps: the snapshot writers of queued extents, by Seq, until the
+	// flusher (or close) saw them finish; nsnaps counts them all.
+	snaps  map[uint64]*cow.Snap
+	nsnaps int
+}
+
+// lockWait bounds how long Open waits for a journal's lock held by
+// another process while the journal has an uncommitted snapshot extent: a
+// killed rank's snapshot writer holds it until its bytes are in (about a
+// second per GB). Otherwise Open waits only lockGrace (a writer that has
+// just committed is exiting): a live cache of another job holds the lock
+// for good, and Open then fails with journal.ErrInUse soon.
+const (
+	lockWait  = 30 * time.Second
+	lockGrace = 2 * time.Second
+)
+
+func lockWaiting(ctx context.Context, f *os.File) error {
+	start := time.Now()
+	for {
+		err := journal.Lock(f)
+		if !errors.Is(err, journal.ErrInUse) {
+			return err
+		}
+		waited := time.Since(start)
+		if waited > lockWait || waited > lockGrace && !journal.Writing(f) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (stopped waiting: %w)", err, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // cacheKey names a file's journal pair for one rank.
@@ -65,7 +106,10 @@ func openCache(f *File) (*cache, error) {
 	}
 	c := &cache{target: f.fd, jnlPath: filepath.Join(dir, key+journal.JournalSuffix),
 		dataPath: filepath.Join(dir, key+journal.DataSuffix), flushChunk: f.hints.cacheFlush,
-		delay: f.hints.flushDelay, stopped: make(chan struct{})}
+		delay: f.hints.flushDelay, stopped: make(chan struct{}), snaps: map[uint64]*cow.Snap{}}
+	if f.hints.snapshot {
+		c.snapMin = f.hints.snapMin
+	}
 	c.cond = sync.NewCond(&c.mu)
 	var st unix.Statfs_t
 	c.noCRC = unix.Statfs(dir, &st) == nil && st.Type == unix.TMPFS_MAGIC
@@ -81,7 +125,7 @@ func openCache(f *File) (*cache, error) {
 		}
 		return nil, err
 	}
-	if err := journal.Lock(c.jnl); err != nil {
+	if err := lockWaiting(f.ctx, c.jnl); err != nil {
 		return fail(fmt.Errorf("cache: %w", err))
 	}
 	// A journal left by a crashed run: write what it acknowledged.
@@ -114,8 +158,10 @@ func (c *cache) put(off int64, b []byte) error {
 // putv caches the pieces ps of buf (piece p: buf[p.buf:p.buf+p.len] for
 // file offset p.off) as one extent: the bytes are appended to the data
 // file, straight from buf (one write per run of consecutive pieces), then
-// one journal record names them all. When it returns, a crash loses
-// nothing (the next Open or journal.Replay writes them).
+// one journal record names them all. When it returns, a crash of this
+// process loses nothing (the next Open or journal.Replay writes them).
+// With snapshots on, a large write from private memory is handed to a
+// snapshot writer instead (putSnapshot), with the same promise.
 func (c *cache) putv(ps []piece, buf []byte) error {
 	if len(ps) == 0 {
 		return nil
@@ -132,20 +178,17 @@ func (c *cache) putv(ps []piece, buf []byte) error {
 		e.Pieces = make([]journal.Piece, len(ps))
 	}
 	maxEnd := c.maxEnd
+	var runs []cow.Region // runs of consecutive pieces in buf, at their data file offsets
+	lo, hi := ps[0].buf, ps[0].buf
 	for i := 0; i < len(ps); {
 		j, end := i+1, ps[i].buf+ps[i].len
 		for j < len(ps) && ps[j].buf == end {
 			end += ps[j].len
 			j++
 		}
-		b := buf[ps[i].buf:end]
-		if _, err := c.data.WriteAt(b, e.DataOff+e.Len); err != nil {
-			return fmt.Errorf("cache data %s: %w", c.dataPath, err)
-		}
-		if !c.noCRC {
-			e.CRC = journal.UpdateChecksum(e.CRC, b)
-		}
-		e.Len += int64(len(b))
+		runs = append(runs, cow.Region{Mem: buf[ps[i].buf:end], Off: e.DataOff + e.Len})
+		lo, hi = min(lo, ps[i].buf), max(hi, end)
+		e.Len += end - ps[i].buf
 		for ; i < j; i++ {
 			if e.Pieces != nil {
 				e.Pieces[i] = journal.Piece{FileOff: ps[i].off, Len: ps[i].len}
@@ -153,15 +196,89 @@ func (c *cache) putv(ps []piece, buf []byte) error {
 			maxEnd = max(maxEnd, ps[i].off+ps[i].len)
 		}
 	}
+	if c.snapMin > 0 && e.Len >= c.snapMin && !cow.Disabled() && cow.Private(buf[lo:hi]) {
+		if err := c.putSnapshot(e, runs); err != nil {
+			return err
+		}
+	} else if err := c.putCopy(e, runs); err != nil {
+		return err
+	}
+	c.dataEnd += e.Len
+	c.maxEnd = maxEnd
+	c.cond.Broadcast()
+	return nil
+}
+
+// putCopy writes e's data (runs) into the data file, then its record.
+func (c *cache) putCopy(e journal.Extent, runs []cow.Region) error {
+	for _, r := range runs {
+		if _, err := c.data.WriteAt(r.Mem, r.Off); err != nil {
+			return fmt.Errorf("cache data %s: %w", c.dataPath, err)
+		}
+		if !c.noCRC {
+			e.CRC = journal.UpdateChecksum(e.CRC, r.Mem)
+		}
+	}
 	c.seq++
 	e.Seq = c.seq
 	if _, err := c.jnl.Write(journal.ExtentRecord(e)); err != nil {
+		return c.jnlFailed(err)
+	}
+	c.queue = append(c.queue, e)
+	return nil
+}
+
+// jnlFailed makes a failed journal append sticky: a record torn in the
+// middle of the journal would hide every later one from replay, so
+// nothing more may be acknowledged.
+func (c *cache) jnlFailed(err error) error {
+	c.err = fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+	return c.err
+}
+
+// putSnapshot journals e as a snapshot extent, uncommitted, then forks a
+// copy-on-write writer (cow.SnapshotWith) that writes the runs' bytes, as
+// they are now, into the data file and then commits the record, and
+// returns without waiting: the caller may reuse its buffer at once. The
+// writer is detached: a kill -9 of this process (or of the job's process
+// group) right after the return does not stop it, and it holds the
+// journal's lock (an inherited descriptor), so no replay runs before it
+// is done. Only this process appends to the journal; the writer writes
+// one byte into its own record. Without a writer (fork failed) the bytes
+// and the commit are written here.
+func (c *cache) putSnapshot(e journal.Extent, runs []cow.Region) error {
+	e.Snapshot = true
+	if !c.noCRC {
+		for _, r := range runs {
+			e.CRC = journal.UpdateChecksum(e.CRC, r.Mem)
+		}
+	}
+	at, err := c.jnl.Seek(0, io.SeekCurrent)
+	if err != nil {
 		return fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
 	}
-	c.dataEnd += e.Len
+	c.seq++
+	e.Seq = c.seq
+	if _, err := c.jnl.Write(journal.ExtentRecord(e)); err != nil {
+		return c.jnlFailed(err)
+	}
+	mo, mb := journal.CommitMark(e)
+	mark := cow.Region{Mem: []byte{mb}, Off: at + mo}
+	s, err := cow.SnapshotWith(c.data, runs, cow.Options{Detach: true, CommitFile: c.jnl, Commit: mark})
+	if err != nil {
+		for _, r := range runs {
+			if _, err := c.data.WriteAt(r.Mem, r.Off); err != nil {
+				return fmt.Errorf("cache data %s: %w", c.dataPath, err)
+			}
+		}
+		if _, err := c.jnl.WriteAt(mark.Mem, mark.Off); err != nil {
+			return fmt.Errorf("cache journal %s: %w", c.jnlPath, err)
+		}
+	} else {
+		c.snaps[e.Seq] = s
+		c.nsnaps++
+	}
 	c.queue = append(c.queue, e)
-	c.maxEnd = maxEnd
-	c.cond.Broadcast()
 	return nil
 }
 
@@ -189,10 +306,26 @@ func (c *cache) flusher() {
 			}
 			wake.Stop()
 		}
+		snap := c.snaps[e.Seq]
 		c.mu.Unlock()
-		err := c.flushOne(e, &buf)
+		var err, snapErr error
+		if snap != nil {
+			// Its bytes are in the data file once its writer is done.
+			snapErr = snap.Wait()
+			c.mu.Lock()
+			delete(c.snaps, e.Seq)
+			c.mu.Unlock()
+		}
+		if snapErr == nil {
+			err = c.flushOne(e, &buf)
+		}
 		c.mu.Lock()
-		if err != nil {
+		if snapErr != nil {
+			// Acknowledged and lost: as a page cache's write-back error,
+			// it is reported by the next write, Sync or Close.
+			c.err = fmt.Errorf("cached write of %d bytes (extent %d) lost: its snapshot writer failed: %w", e.Len, e.Seq, snapErr)
+			c.queue = nil
+		} else if err != nil {
 			c.err = fmt.Errorf("cache flush of %d bytes at offset %d: %w", e.Len, e.FileOff, err)
 			c.queue = nil
 		} else {
@@ -273,6 +406,16 @@ func (c *cache) close() error {
 	empty := len(c.queue) == 0 && c.err == nil
 	c.mu.Unlock()
 	<-c.stopped
+	// Writers the flusher did not wait for (it stopped at an error).
+	c.mu.Lock()
+	snaps := make([]*cow.Snap, 0, len(c.snaps))
+	for _, s := range c.snaps {
+		snaps = append(snaps, s)
+	}
+	c.mu.Unlock()
+	for _, s := range snaps {
+		s.Wait()
+	}
 	if empty { // under the journal's lock: nobody replays it meanwhile
 		os.Remove(c.jnlPath)
 		os.Remove(c.dataPath)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
@@ -19,7 +21,7 @@ import (
 )
 
 const (
-	crashEnv = "GOMPI_MPIIO_CRASH_CHILD" // "<file>|<cache dir>"
+	crashEnv = "GOMPI_MPIIO_CRASH_CHILD" // "<file>|<cache dir>[|snapshot]"
 	recLen   = 4096
 	records  = 64
 )
@@ -37,10 +39,14 @@ func TestCrashChild(t *testing.T) {
 		t.Skip("helper process of TestCacheCrash")
 	}
 	path, dir, _ := strings.Cut(spec, "|")
+	dir, snap, _ := strings.Cut(dir, "|")
+	hints := mpiio.Hints{"gompi_cache_dir": dir, "gompi_cache_flush_delay": "3ms", "cb_nodes": "2", "striping_unit": "4096"}
+	if snap != "" {
+		hints["gompi_cache_snapshot"], hints["gompi_cache_snapshot_min"] = "enable", "1"
+	}
 	out := bufio.NewWriter(os.Stdout)
 	runRanks(t, 2, func(c *mpi.Comm) error {
-		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly,
-			mpiio.Hints{"gompi_cache_dir": dir, "gompi_cache_flush_delay": "3ms", "cb_nodes": "2", "striping_unit": "4096"})
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly, hints)
 		if err != nil {
 			return err
 		}
@@ -69,14 +75,25 @@ func TestCrashChild(t *testing.T) {
 
 // kill -9 at many points between acknowledgement and flush: every
 // acknowledged record must be in the file after recovery (by Open, or by
-// journal.ReplayDir as a launcher would).
+// journal.ReplayDir as a launcher would). The "snap" points write through
+// copy-on-write snapshot writers (each write's bytes written by a forked
+// process after the call returned), which may outlive the kill.
 func TestCacheCrash(t *testing.T) {
-	points := []int{1, 2, 5, 9, 17, 33, 63}
-	if testing.Short() {
-		points = []int{2, 17}
+	type point struct {
+		k    int  // kill after k acknowledged records
+		snap bool // through snapshot writers
 	}
-	for pi, k := range points {
-		t.Run(strconv.Itoa(k), func(t *testing.T) {
+	points := []point{{1, false}, {2, false}, {5, false}, {9, false}, {17, false}, {33, false}, {63, false}, {3, true}, {24, true}, {61, true}}
+	if testing.Short() {
+		points = []point{{2, false}, {17, false}, {24, true}}
+	}
+	for pi, pt := range points {
+		k, snap := pt.k, pt.snap
+		name := strconv.Itoa(k)
+		if snap {
+			name = "snap" + name
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			path, cdir := filepath.Join(dir, "shared"), filepath.Join(dir, "cache")
 			// Half of the points with the cache on tmpfs, whose extents
@@ -91,7 +108,11 @@ func TestCacheCrash(t *testing.T) {
 				cdir = filepath.Join(shm, "cache")
 			}
 			cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), crashEnv+"="+path+"|"+cdir)
+			spec := path + "|" + cdir
+			if snap {
+				spec += "|snapshot"
+			}
+			cmd.Env = append(os.Environ(), crashEnv+"="+spec)
 			stdout, err := cmd.StdoutPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -116,6 +137,13 @@ func TestCacheCrash(t *testing.T) {
 				t.Fatalf("child acknowledged only %d records", acked+1)
 			}
 			js, _ := filepath.Glob(filepath.Join(cdir, "*"+journal.JournalSuffix))
+			if snap {
+				// Writers that outlived the kill hold their journal until
+				// their commit is in (ReplayDir would skip it).
+				for _, j := range js {
+					waitUnlocked(t, j)
+				}
+			}
 			for _, j := range js {
 				b, _ := os.ReadFile(j)
 				_, pend, err := journal.Parse(b)
@@ -329,5 +357,24 @@ func TestCacheReusesDataAfterSync(t *testing.T) {
 	b, _ := os.ReadFile(path)
 	if len(b) != 10000 || b[0] != 30 || b[9999] != 31 {
 		t.Fatalf("file after close: %d bytes, %d %d", len(b), b[0], b[len(b)-1])
+	}
+}
+
+// waitUnlocked waits until no process holds journal j's lock.
+func waitUnlocked(t *testing.T, j string) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		f, err := os.Open(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = journal.Lock(f)
+		f.Close()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, journal.ErrInUse) || time.Now().After(deadline) {
+			t.Fatalf("journal %s: %v", j, err)
+		}
 	}
 }

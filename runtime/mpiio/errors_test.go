@@ -47,6 +47,16 @@ func TestOpenErrors(t *testing.T) {
 				var he *mpiio.HintError
 				return errors.As(err, &he) && he.Key == "romio_cb_write"
 			}},
+		{"bad snapshot hint", filepath.Join(dir, "e"), func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeRdwr },
+			mpiio.Hints{"gompi_cache_snapshot": "maybe"}, func(err error) bool {
+				var he *mpiio.HintError
+				return errors.As(err, &he) && he.Key == "gompi_cache_snapshot"
+			}},
+		{"bad snapshot minimum", filepath.Join(dir, "f"), func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeRdwr },
+			mpiio.Hints{"gompi_cache_snapshot_min": "0"}, func(err error) bool {
+				var he *mpiio.HintError
+				return errors.As(err, &he) && he.Key == "gompi_cache_snapshot_min"
+			}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,7 +37,10 @@
 // journal.Replay) writes what was acknowledged but not flushed. With a
 // cache on every rank, each rank caches its own pieces of its host's
 // domains (no exchange): a rank reads its own cached writes at once,
-// other ranks' after Sync.
+// other ranks' after Sync. With gompi_cache_snapshot=enable, a large
+// cached write returns after a fork: a copy-on-write snapshot process
+// (runtime/cow) writes it into the cache and journals it, and finishes
+// even if the rank is killed (docs/io.md, "Snapshot writes").
 //
 // Errors are values: *Error names the operation, the file, the rank and
 // the file offset; hint errors are *HintError. Nothing here exits the

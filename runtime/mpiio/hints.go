@@ -32,6 +32,13 @@ import (
 //	gompi_cache_flush_delay  a pause before each flush (a Go duration;
 //	                    for tests of crash recovery; a Sync or Close
 //	                    cuts it short; default 0)
+//	gompi_cache_snapshot  enable | disable (default disable; automatic is
+//	                    disable): a cached write of at least
+//	                    gompi_cache_snapshot_min bytes from private memory
+//	                    returns after a fork; a copy-on-write snapshot
+//	                    process writes it into the cache (docs/io.md); the
+//	                    environment's GOMPI_COW=off turns it off
+//	gompi_cache_snapshot_min  bytes (default 1 MiB)
 type Hints map[string]string
 
 // HintError is a known hint with a value it cannot take.
@@ -71,10 +78,12 @@ type config struct {
 	cacheDir    string
 	cacheFlush  int64
 	flushDelay  time.Duration // gompi_cache_flush_delay: tests' slow flusher
+	snapshot    bool          // gompi_cache_snapshot
+	snapMin     int64         // gompi_cache_snapshot_min
 }
 
 func parseHints(h Hints) (config, error) {
-	c := config{cbBuffer: 16 << 20, indRdBuffer: 4 << 20, indWrBuffer: 512 << 10, syncWrite: true, cacheFlush: 4 << 20}
+	c := config{cbBuffer: 16 << 20, indRdBuffer: 4 << 20, indWrBuffer: 512 << 10, syncWrite: true, cacheFlush: 4 << 20, snapMin: 1 << 20}
 	size := func(k, v string, min int64) (int64, error) {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n < min {
@@ -134,6 +143,12 @@ func parseHints(h Hints) (config, error) {
 			if c.flushDelay, err = time.ParseDuration(v); err != nil || c.flushDelay < 0 {
 				err = &HintError{k, v, fmt.Errorf("want a non-negative Go duration")}
 			}
+		case "gompi_cache_snapshot":
+			var t tri
+			t, err = triv(k, v)
+			c.snapshot = t == enable
+		case "gompi_cache_snapshot_min":
+			c.snapMin, err = size(k, v, 1)
 		}
 		if err != nil {
 			return c, err
@@ -159,6 +174,8 @@ func (c config) effective(naggs int) Hints {
 	if c.cacheDir != "" {
 		h["gompi_cache_dir"] = c.cacheDir
 		h["gompi_cache_flush"] = strconv.FormatInt(c.cacheFlush, 10)
+		h["gompi_cache_snapshot"] = map[bool]string{true: "enable", false: "disable"}[c.snapshot]
+		h["gompi_cache_snapshot_min"] = strconv.FormatInt(c.snapMin, 10)
 	}
 	return h
 }

@@ -40,8 +40,9 @@ type ioCase struct {
 
 func (c ioCase) String() string { return fmt.Sprintf("%s %s", c.pattern, c.how) }
 
-// ioKey is one measured quantity: impl is dd, romio, gompi or
-// gompi-cached; op is write, read or block (time in the write calls).
+// ioKey is one measured quantity: impl is dd, romio, gompi, gompi-cached
+// gompi-snap (the cache with gompi_cache_snapshot=enable) or gompi-snapcow
+// (the same, the buffer from cow.Make); op is write, read or block (time in the write calls).
 type ioKey struct {
 	c        ioCase
 	impl, op string
@@ -179,6 +180,8 @@ func benchIO(cfg ioConfig, tmp string) error {
 	}
 	runners := []runner{{"dd", ddRun}, pair("romio", romio)}
 	cached := pair("gompi-cached", cfg.iobench, "-H", "gompi_cache_dir="+cache)
+	snap := pair("gompi-snap", cfg.iobench, "-H", "gompi_cache_dir="+cache, "-H", "gompi_cache_snapshot=enable")
+	snapCow := pair("gompi-snapcow", cfg.iobench, "-cow", "-H", "gompi_cache_dir="+cache, "-H", "gompi_cache_snapshot=enable")
 	if cfg.iobench != "none" {
 		runners = append(runners, pair("gompi", cfg.iobench))
 	}
@@ -187,7 +190,7 @@ func benchIO(cfg ioConfig, tmp string) error {
 		for rep := 0; rep < cfg.reps; rep++ {
 			rs := runners
 			if c.pattern == "hard" && c.how == "coll" && cfg.iobench != "none" {
-				rs = append(rs[:len(rs):len(rs)], cached)
+				rs = append(rs[:len(rs):len(rs)], cached, snap, snapCow)
 			}
 			for k := range rs {
 				r := rs[(k+rep)%len(rs)]
@@ -222,13 +225,13 @@ func benchIO(cfg ioConfig, tmp string) error {
 	return nil
 }
 
-var ioImpls = []string{"dd", "romio", "gompi", "gompi-cached"}
+var ioImpls = []string{"dd", "romio", "gompi", "gompi-cached", "gompi-snap", "gompi-snapcow"}
 
 var ioHeaderDone bool
 
 func printIORow(res ioResults, c ioCase) {
 	if !ioHeaderDone {
-		fmt.Printf("%-3s %-13s %-5s %9s %9s %9s %9s %8s %9s\n", "np", "case", "op", "dd MB/s", "ROMIO", "gompi", "cached", "gompi/dd", "gompi/RO")
+		fmt.Printf("%-3s %-13s %-5s %9s %9s %9s %9s %9s %9s %8s %9s\n", "np", "case", "op", "dd MB/s", "ROMIO", "gompi", "cached", "snapshot", "snap cow", "gompi/dd", "gompi/RO")
 		ioHeaderDone = true
 	}
 	for _, op := range []string{"write", "read"} {
@@ -248,7 +251,7 @@ func printIORow(res ioResults, c ioCase) {
 			}
 			return fmt.Sprintf("%.2fx", a/b)
 		}
-		fmt.Printf("%-3d %-13s %-5s %9s %9s %9s %9s %8s %9s\n", c.np, c.String(), op, v["dd"], v["romio"], v["gompi"], v["gompi-cached"], ratio(g, dd), ratio(g, ro))
+		fmt.Printf("%-3d %-13s %-5s %9s %9s %9s %9s %9s %9s %8s %9s\n", c.np, c.String(), op, v["dd"], v["romio"], v["gompi"], v["gompi-cached"], v["gompi-snap"], v["gompi-snapcow"], ratio(g, dd), ratio(g, ro))
 	}
 }
 
@@ -279,8 +282,15 @@ func printIOGoals(res ioResults, ranks []int) {
 		direct, _ := res.med(ioKey{coll, "gompi", "block"})
 		cached, ok := res.med(ioKey{coll, "gompi-cached", "block"})
 		if ok && direct > 0 {
-			fmt.Printf("  np=%d cached mode: write calls block %.3f s vs %.3f s direct = %.2fx (goal <= 0.1x: %s)\n",
+			fmt.Printf("  np=%d cached mode (copy): write calls block %.3f s vs %.3f s direct = %.2fx (goal <= 0.1x: %s)\n",
 				np, cached, direct, cached/direct, verdict(cached/direct <= 0.1))
+		}
+		for _, im := range []string{"gompi-snap", "gompi-snapcow"} {
+			snap, ok := res.med(ioKey{coll, im, "block"})
+			if ok && direct > 0 {
+				fmt.Printf("  np=%d cached mode with gompi_cache_snapshot=enable, %s buffer: write calls block %.3f s vs %.3f s direct = %.2fx (goal <= 0.1x: %s)\n",
+					np, map[string]string{"gompi-snap": "Go heap", "gompi-snapcow": "cow.Make"}[im], snap, direct, snap/direct, verdict(snap/direct <= 0.1))
+			}
 		}
 	}
 	fmt.Println()

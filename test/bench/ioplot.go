@@ -12,17 +12,22 @@ import (
 )
 
 var ioColor = map[string]color.Color{
-	"dd":           color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
-	"romio":        color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
-	"gompi":        color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
-	"gompi-cached": color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"dd":            color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+	"romio":         color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"gompi":         color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+	"gompi-cached":  color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"gompi-snap":    color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"gompi-snapcow": color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
 }
 
-var ioLabel = map[string]string{"dd": "dd", "romio": "ROMIO (MPICH)", "gompi": "gompi runtime/mpiio", "gompi-cached": "gompi, node-local cache"}
+var ioLabel = map[string]string{"dd": "dd", "romio": "ROMIO (MPICH)", "gompi": "gompi runtime/mpiio", "gompi-cached": "gompi, node-local cache",
+	"gompi-snap": "gompi, cache + snapshot", "gompi-snapcow": "gompi, cache + snapshot, cow.Make buffer"}
 
 // plotIO draws grouped bars of MB/s, one panel per rank count and
-// operation (write, read), one group per case, one bar per implementation:
-// an SVG at path and a PNG next to it.
+// operation (write, read), one group per case, one bar per implementation,
+// and a panel of the IOR-hard collective write's blocking time (seconds in
+// the write calls: direct, cached, cached with snapshots): an SVG at path
+// and a PNG next to it.
 func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
 	var rows [][]*plot.Plot
 	for _, np := range ranks {
@@ -33,10 +38,16 @@ func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
 			}
 		}
 		var row []*plot.Plot
-		for _, op := range []string{"write", "read"} {
+		for _, op := range []string{"write", "read", "block"} {
 			p := plot.New()
 			p.Title.Text = fmt.Sprintf("%s, %d ranks", op, np)
 			p.Y.Label.Text = "MB/s"
+			mine := mine
+			if op == "block" {
+				p.Title.Text = fmt.Sprintf("hard coll: s in write calls, %d ranks", np)
+				p.Y.Label.Text = "s"
+				mine = []ioCase{{np, "hard", "coll"}}
+			}
 			p.Legend.Top = true
 			p.Add(plotter.NewGrid())
 			names := make([]string, len(mine))
@@ -60,7 +71,7 @@ func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
 					return err
 				}
 				b.Color, b.LineStyle.Width = ioColor[im], 0
-				b.Offset = w * vg.Length(float64(k)-1.5)
+				b.Offset = w * vg.Length(float64(k)-float64(len(ioImpls)-1)/2)
 				p.Add(b)
 				p.Legend.Add(ioLabel[im], b)
 			}
@@ -73,5 +84,5 @@ func plotIO(res ioResults, cases []ioCase, ranks []int, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return saveGrid(path, rows, 14*vg.Inch, vg.Length(len(rows))*4.5*vg.Inch, vg.Points(14))
+	return saveGrid(path, rows, 19*vg.Inch, vg.Length(len(rows))*4.5*vg.Inch, vg.Points(14))
 }

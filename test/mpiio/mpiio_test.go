@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 
 func setup(dir string) error {
 	if err := testkit.Build(dir, testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
-		testkit.Pkg("test/mpiio/progs/goviewio")); err != nil {
+		testkit.Pkg("test/mpiio/progs/goviewio"), testkit.Pkg("test/mpiio/progs/gosnapkill")); err != nil {
 		return err
 	}
 	if _, err := exec.LookPath("mpicc"); err != nil {

@@ -10,7 +10,11 @@
 // at fileOff of the shared file, or, for a vectored extent, at a list of
 // file pieces in turn; with their CRC-32C) is appended after its data, and
 // acknowledges the write; a flushed record says every extent up to a
-// sequence number is on the shared file.
+// sequence number is on the shared file. A snapshot extent's record is
+// appended before its data, by the writer that owns the journal, and
+// counts only once a snapshot writer, after writing the data, set its
+// committed flag (a one-byte write into the record: CommitMark), so the
+// journal keeps a single appender.
 // Replay writes, in order, every acknowledged extent after the last
 // flushed record, syncs the shared file, and removes the pair. A torn
 // record at the tail (a crash while appending) was never acknowledged and
@@ -69,12 +73,40 @@ type Extent struct {
 	CRC     uint32
 	// NoCRC: the data was not checksummed (a cache on tmpfs, where the
 	// data file cannot lose bytes its journal outlives); CRC is zero.
-	NoCRC  bool
-	Pieces []Piece
+	NoCRC bool
+	// Snapshot: the data is written after the record, by another process
+	// (a copy-on-write snapshot of the caller's buffer), which then
+	// commits the record (CommitMark). Replay skips an uncommitted one.
+	Snapshot bool
+	Pieces   []Piece
 }
 
-// flagNoCRC in a record's flags word: the extent has no data checksum.
-const flagNoCRC = 1
+// Flags of a record's flags word. flagCommitted is set after the record
+// was written (it is outside the record's CRC) and only with flagSnapshot.
+const (
+	flagNoCRC     = 1
+	flagSnapshot  = 2
+	flagCommitted = 4
+	flagsOffset   = 44 // the flags word's first byte, which holds them all
+)
+
+// CommitMark is the byte that commits a snapshot extent's record, and its
+// offset in the record: one byte, so that its write is atomic against the
+// writer's death wherever the record lies in the journal.
+func CommitMark(e Extent) (off int64, b byte) {
+	return flagsOffset, recordFlags(e) | flagCommitted
+}
+
+func recordFlags(e Extent) byte {
+	var f byte
+	if e.NoCRC {
+		f |= flagNoCRC
+	}
+	if e.Snapshot {
+		f |= flagSnapshot
+	}
+	return f
+}
 
 // Piece is where Len bytes of a vectored extent go in the shared file.
 type Piece struct{ FileOff, Len int64 }
@@ -132,11 +164,16 @@ func record(kind [4]byte, e Extent) []byte {
 	binary.LittleEndian.PutUint64(b[24:], uint64(e.Len))
 	binary.LittleEndian.PutUint64(b[32:], uint64(e.DataOff))
 	binary.LittleEndian.PutUint32(b[40:], e.CRC)
-	if e.NoCRC {
-		binary.LittleEndian.PutUint32(b[44:], flagNoCRC)
-	}
+	b[flagsOffset] = recordFlags(e)
 	binary.LittleEndian.PutUint32(b[4:], crc32.Checksum(b[8:], castagnoli))
 	return b
+}
+
+// recordCRC is a record's CRC: of bytes [8:], the committed flag cleared.
+func recordCRC(r []byte) uint32 {
+	c := crc32.Update(0, castagnoli, r[8:flagsOffset])
+	c = crc32.Update(c, castagnoli, []byte{r[flagsOffset] &^ flagCommitted})
+	return crc32.Update(c, castagnoli, r[flagsOffset+1:])
 }
 
 // Checksum is the CRC-32C the extent records carry for their data.
@@ -148,16 +185,34 @@ func UpdateChecksum(crc uint32, data []byte) uint32 { return crc32.Update(crc, c
 // Parse decodes a journal: its target and the acknowledged extents not
 // yet flushed, in order. A torn or garbled tail ends the journal.
 func Parse(jnl []byte) (target string, pending []Extent, err error) {
+	target, pending, _, err = parse(jnl)
+	return target, pending, err
+}
+
+// Writing reports whether the journal in f has a snapshot extent that no
+// writer has committed yet: a writer may still be at work on it (holding
+// the journal's lock), or died without committing it.
+func Writing(f *os.File) bool {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		return false
+	}
+	_, _, n, err := parse(b)
+	return err == nil && n > 0
+}
+
+// parse is Parse that also counts the uncommitted snapshot extents.
+func parse(jnl []byte) (target string, pending []Extent, uncommitted int, err error) {
 	if len(jnl) < 16 || [8]byte(jnl[:8]) != headerMagic {
-		return "", nil, fmt.Errorf("%w: no journal header", ErrCorrupt)
+		return "", nil, 0, fmt.Errorf("%w: no journal header", ErrCorrupt)
 	}
 	n := int(binary.LittleEndian.Uint32(jnl[8:]))
 	if n > len(jnl)-16 {
-		return "", nil, fmt.Errorf("%w: header names %d bytes, journal has %d", ErrCorrupt, n, len(jnl))
+		return "", nil, 0, fmt.Errorf("%w: header names %d bytes, journal has %d", ErrCorrupt, n, len(jnl))
 	}
 	h := 12 + n
 	if crc32.Checksum(jnl[:h], castagnoli) != binary.LittleEndian.Uint32(jnl[h:]) {
-		return "", nil, fmt.Errorf("%w: header checksum", ErrCorrupt)
+		return "", nil, 0, fmt.Errorf("%w: header checksum", ErrCorrupt)
 	}
 	target = string(jnl[12:h])
 	var flushed uint64
@@ -172,7 +227,7 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 		}
 		r := b[:size]
 		b = b[size:]
-		if crc32.Checksum(r[8:], castagnoli) != binary.LittleEndian.Uint32(r[4:]) {
+		if recordCRC(r) != binary.LittleEndian.Uint32(r[4:]) {
 			break // torn tail
 		}
 		e := Extent{
@@ -182,11 +237,18 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 			DataOff: int64(binary.LittleEndian.Uint64(r[32:])),
 			CRC:     binary.LittleEndian.Uint32(r[40:]),
 		}
-		switch flags := binary.LittleEndian.Uint32(r[44:]); {
-		case flags == flagNoCRC && [4]byte(r[:4]) != kindFlushed:
-			e.NoCRC = true
-		case flags != 0:
-			return target, nil, fmt.Errorf("%w: record %d has unknown flags %#x", ErrCorrupt, e.Seq, flags)
+		flags := binary.LittleEndian.Uint32(r[44:])
+		if flags&^(flagNoCRC|flagSnapshot|flagCommitted) != 0 || flags&flagCommitted != 0 && flags&flagSnapshot == 0 ||
+			flags != 0 && [4]byte(r[:4]) == kindFlushed {
+			return target, nil, 0, fmt.Errorf("%w: record %d has unknown flags %#x", ErrCorrupt, e.Seq, flags)
+		}
+		e.NoCRC, e.Snapshot = flags&flagNoCRC != 0, flags&flagSnapshot != 0
+		if e.Snapshot && flags&flagCommitted == 0 {
+			// Its writer died before the data was all written, or was
+			// never started (replay runs only once no writer holds the
+			// journal's lock): skipped, and later records still count.
+			uncommitted++
+			continue
 		}
 		switch [4]byte(r[:4]) {
 		case kindExtent:
@@ -199,18 +261,18 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 				q := r[RecordSize+PieceSize*i:]
 				e.Pieces[i] = Piece{int64(binary.LittleEndian.Uint64(q)), int64(binary.LittleEndian.Uint64(q[8:]))}
 				if e.Pieces[i].Len < 0 || e.Pieces[i].Len > 1<<40 || e.Pieces[i].FileOff < 0 {
-					return target, nil, fmt.Errorf("%w: extent %d: piece %d at %d of length %d", ErrCorrupt, e.Seq, i, e.Pieces[i].FileOff, e.Pieces[i].Len)
+					return target, nil, 0, fmt.Errorf("%w: extent %d: piece %d at %d of length %d", ErrCorrupt, e.Seq, i, e.Pieces[i].FileOff, e.Pieces[i].Len)
 				}
 				sum += e.Pieces[i].Len
 			}
 			if sum != e.Len {
-				return target, nil, fmt.Errorf("%w: extent %d: pieces add up to %d bytes, not %d", ErrCorrupt, e.Seq, sum, e.Len)
+				return target, nil, 0, fmt.Errorf("%w: extent %d: pieces add up to %d bytes, not %d", ErrCorrupt, e.Seq, sum, e.Len)
 			}
 			pending = append(pending, e)
 		case kindFlushed:
 			flushed = max(flushed, e.Seq)
 		default:
-			return target, nil, fmt.Errorf("%w: unknown record kind %q", ErrCorrupt, r[:4])
+			return target, nil, 0, fmt.Errorf("%w: unknown record kind %q", ErrCorrupt, r[:4])
 		}
 	}
 	keep := pending[:0]
@@ -219,7 +281,7 @@ func Parse(jnl []byte) (target string, pending []Extent, err error) {
 			keep = append(keep, e)
 		}
 	}
-	return target, keep, nil
+	return target, keep, uncommitted, nil
 }
 
 // ErrInUse: the journal belongs to a live cache (its writer holds the

@@ -129,6 +129,8 @@ func TestReplay(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add(build("/x", ExtentRecord(Extent{Seq: 1, Len: 4}), FlushedRecord(1)))
 	f.Add([]byte("GMPIJNL1"))
+	sx := Extent{Seq: 1, Len: 4, Snapshot: true, NoCRC: true}
+	f.Add(build("/x", committed(ExtentRecord(sx), sx), ExtentRecord(Extent{Seq: 2, Len: 1, Snapshot: true})))
 	f.Add(build("/x", ExtentRecord(Extent{Seq: 1, Len: 3, Pieces: []Piece{{5, 1}, {9, 2}}}), FlushedRecord(1),
 		ExtentRecord(Extent{Seq: 2, Len: 1, Pieces: []Piece{{0, 1}}})))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -139,7 +141,7 @@ func FuzzParse(f *testing.F) {
 		// Re-encoding what was understood parses to the same.
 		var recs [][]byte
 		for _, e := range pend {
-			recs = append(recs, ExtentRecord(e))
+			recs = append(recs, committed(ExtentRecord(e), e))
 		}
 		t2, p2, err := Parse(build(target, recs...))
 		if err != nil || t2 != target || len(p2) != len(pend) || (len(pend) > 0 && !reflect.DeepEqual(p2, pend)) {
@@ -203,9 +205,58 @@ func TestNoCRC(t *testing.T) {
 		t.Fatalf("replayed %q", b)
 	}
 	bad := ExtentRecord(Extent{Seq: 1, Len: 1})
-	bad[44] = 6
+	bad[44] = 8 // no such flag
 	binary.LittleEndian.PutUint32(bad[4:], Checksum(bad[8:]))
 	if _, _, err := Parse(build(target, bad)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("unknown flags: %v", err)
+	}
+}
+
+// committed is rec with a snapshot extent's commit mark set, as its
+// writer sets it.
+func committed(rec []byte, e Extent) []byte {
+	if e.Snapshot {
+		off, b := CommitMark(e)
+		rec[off] = b
+	}
+	return rec
+}
+
+// A snapshot extent's record counts only once committed (a one-byte write
+// into it, outside the record's CRC); an uncommitted one is skipped and
+// the records after it still count; a commit mark on another record is
+// corruption.
+func TestSnapshotCommit(t *testing.T) {
+	e1 := Extent{Seq: 1, FileOff: 10, Len: 3, DataOff: 0, Snapshot: true, NoCRC: true}
+	e2 := Extent{Seq: 2, FileOff: 0, Len: 2, DataOff: 3, CRC: Checksum([]byte("xy"))}
+	e3 := Extent{Seq: 3, Len: 3, DataOff: 5, Snapshot: true, CRC: Checksum([]byte("pqr")), Pieces: []Piece{{20, 1}, {30, 2}}}
+	r1, r3 := ExtentRecord(e1), ExtentRecord(e3)
+	j := build("/s/f", r1, ExtentRecord(e2), r3)
+	_, pend, err := Parse(j)
+	if err != nil || len(pend) != 1 || pend[0].Seq != 2 {
+		t.Fatalf("uncommitted snapshot extents: %v %v, want only extent 2", pend, err)
+	}
+	_, pend, err = Parse(build("/s/f", committed(r1, e1), ExtentRecord(e2), committed(r3, e3)))
+	if err != nil || len(pend) != 3 || !reflect.DeepEqual(pend[0], e1) || !reflect.DeepEqual(pend[2], e3) {
+		t.Fatalf("committed: %+v %v", pend, err)
+	}
+	bad := ExtentRecord(e2)
+	bad[flagsOffset] |= flagCommitted
+	if _, _, err := Parse(build("/s/f", bad)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("commit mark on a plain extent: %v, want ErrCorrupt", err)
+	}
+
+	// Replay writes committed snapshot extents and leaves out the rest.
+	dir := t.TempDir()
+	target := filepath.Join(dir, "shared")
+	os.WriteFile(target, []byte("................................."), 0o644)
+	r1, r3 = ExtentRecord(e1), ExtentRecord(e3)
+	os.WriteFile(filepath.Join(dir, "k"+JournalSuffix), build(target, r1, ExtentRecord(e2), committed(r3, e3)), 0o600)
+	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), []byte("abcxypqr"), 0o600)
+	if _, n, err := Replay(filepath.Join(dir, "k"+JournalSuffix)); err != nil || n != 2 {
+		t.Fatalf("replay: %d extents, %v", n, err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "xy..................p.........qr." {
+		t.Fatalf("replayed %q", b)
 	}
 }
