@@ -194,9 +194,6 @@ func runJob(args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := closedStdio(); err != nil {
-		return 0, err
-	}
 	ctx := context.Background()
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)

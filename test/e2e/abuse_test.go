@@ -212,14 +212,20 @@ func TestOutputWriteErrorEndsJob(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(2 * time.Second)
-	// A closed stdout: refused before anything starts.
-	j = newJob(t, "", "-n", "1", "/bin/echo", "hi")
-	j.Cmd.Path = "/bin/sh"
-	j.Cmd.Args = append([]string{"sh", "-c", `exec "$0" "$@" >&-`, bin("gompiexec")}, j.Cmd.Args[1:]...)
+	// /dev/null opened read-write, as Python's subprocess.DEVNULL and
+	// systemd's StandardOutput=null give it: a choice, run as usual. (A
+	// descriptor closed at start looks the same: Go's runtime puts such a
+	// /dev/null in its place; docs/control.md says so.)
+	null, err := os.OpenFile("/dev/null", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	j = newJob(t, "", "-n", "2", "/bin/echo", "hi")
+	j.Cmd.Stdout = null
 	j.startJob()
-	r = j.wait(30 * time.Second)
-	if r.Code != 255 || !strings.Contains(r.Stderr, "stdout (descriptor 1) was closed") {
-		t.Fatalf("closed stdout: exit %d, stderr:\n%s", r.Code, r.Stderr)
+	if r = j.wait(30 * time.Second); r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("stdout /dev/null read-write: exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 }
 
