@@ -298,19 +298,18 @@ func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
-	sess, err := yamux.Client(rw, ycfg)
+	sess, err := yamux.Client(Coalesce(rw), ycfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err := sess.Open()
-	if err == nil {
-		_, err = st.Write([]byte{StreamControl})
-	}
 	if err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("control stream: %w", err)
 	}
+	// The stream's kind byte goes out with the job, in one frame.
 	conn := NewConn(st)
+	conn.w.WriteByte(StreamControl)
 	if err := conn.Send(Msg{T: MsgJob, Host: job.Index, Job: job}); err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("send job: %w", err)
