@@ -7,6 +7,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/yamux"
 )
@@ -136,3 +137,50 @@ func TestSessionWritesPerFrame(t *testing.T) {
 		t.Fatalf("a message took %d writes, want 1", n-2)
 	}
 }
+
+// Messages sent at the same moment leave in one write: a sender that finds
+// another waiting behind it leaves the flush to that one, and the last
+// flushes everything.
+func TestSendLeavesFlushToQueued(t *testing.T) {
+	log := &writeLog{}
+	c := NewConn(struct {
+		io.Reader
+		io.WriteCloser
+	}{nil, nopWriteCloser{log}})
+	c.mu.Lock() // a write in progress
+	const n = 3
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() { errs <- c.Send(Msg{T: MsgExit, Rank: 1}) }()
+	}
+	go func() { errs <- c.SendOutput(2, 1, []byte("x"), true) }()
+	for c.queued.Load() != n+1 {
+		time.Sleep(time.Millisecond)
+	}
+	c.mu.Unlock()
+	for i := 0; i < n+1; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(log.writes) != 1 {
+		t.Fatalf("%d writes, want the %d frames in one", len(log.writes), n+1)
+	}
+	r := NewConn(struct {
+		io.Reader
+		io.WriteCloser
+	}{bytes.NewReader(log.writes[0]), nopWriteCloser{io.Discard}})
+	for i := 0; i < n+1; i++ {
+		if _, err := r.Recv(); err != nil {
+			t.Fatalf("frame %d: %v", i, err)
+		}
+	}
+	// Alone, a message is flushed at once.
+	if err := c.Send(Msg{T: MsgDone}); err != nil || len(log.writes) != 2 {
+		t.Fatalf("lone Send: %v, %d writes, want 2", err, len(log.writes))
+	}
+}
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
