@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/internal/launcher"
 	"github.com/gompi/gompi/pmi"
@@ -181,6 +182,11 @@ type Conn struct {
 	mu   sync.Mutex
 	w    *bufio.Writer
 	c    io.Closer
+	// queued counts flushing writers that have not written yet. A writer
+	// that sees another behind it leaves the flush to that one, so frames
+	// sent at the same moment (a node's ranks exiting together) leave in
+	// one write and wake the reader once.
+	queued atomic.Int32
 }
 
 // NewConn wraps a stream.
@@ -197,10 +203,21 @@ func (c *Conn) Send(m Msg) error {
 	if err != nil {
 		return fmt.Errorf("control: encode %s: %w", m.T, err)
 	}
+	c.queued.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.queued.Add(-1)
 	if err := c.writeFrame(FrameMsg, b); err != nil {
 		return err
+	}
+	return c.flushUnlessQueued()
+}
+
+// flushUnlessQueued flushes (c.mu held) unless another flushing writer is
+// waiting for the lock: it will write after this one and flush both.
+func (c *Conn) flushUnlessQueued() error {
+	if c.queued.Load() > 0 {
+		return nil
 	}
 	return c.w.Flush()
 }
@@ -208,8 +225,14 @@ func (c *Conn) Send(m Msg) error {
 // SendOutput writes one output chunk; flush says whether to push it out now
 // (callers batch when more output is already waiting).
 func (c *Conn) SendOutput(rank int, fd byte, data []byte, flush bool) error {
+	if flush {
+		c.queued.Add(1)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if flush {
+		c.queued.Add(-1)
+	}
 	var hdr [10]byte
 	hdr[0] = FrameOutput
 	binary.BigEndian.PutUint32(hdr[1:5], uint32(5+len(data)))
@@ -222,7 +245,7 @@ func (c *Conn) SendOutput(rank int, fd byte, data []byte, flush bool) error {
 		return err
 	}
 	if flush {
-		return c.w.Flush()
+		return c.flushUnlessQueued()
 	}
 	return nil
 }
@@ -298,19 +321,18 @@ func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
-	sess, err := yamux.Client(rw, ycfg)
+	sess, err := yamux.Client(Coalesce(rw), ycfg)
 	if err != nil {
 		return nil, nil, err
 	}
 	st, err := sess.Open()
-	if err == nil {
-		_, err = st.Write([]byte{StreamControl})
-	}
 	if err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("control stream: %w", err)
 	}
+	// The stream's kind byte goes out with the job, in one frame.
 	conn := NewConn(st)
+	conn.w.WriteByte(StreamControl)
 	if err := conn.Send(Msg{T: MsgJob, Host: job.Index, Job: job}); err != nil {
 		sess.Close()
 		return nil, nil, fmt.Errorf("send job: %w", err)

@@ -122,7 +122,7 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		ycfg.KeepAliveInterval = cfg.Heartbeat
 		ycfg.ConnectionWriteTimeout = 2 * cfg.Heartbeat
 	}
-	sess, err := yamux.Server(rw, ycfg)
+	sess, err := yamux.Server(control.Coalesce(rw), ycfg)
 	if err != nil {
 		return fmt.Errorf("proxy: session: %w", err)
 	}

@@ -41,6 +41,7 @@ func main() {
 	innerHosts := flag.String("inner-hostfile", "", "internal (-slurm-inner)")
 	innerHome := flag.String("inner-home", "", "internal (-slurm-inner)")
 	innerIface := flag.String("inner-iface", "", "internal (-slurm-inner)")
+	baseline := flag.String("baseline", "", "with -slurm: instead of all cases, time this other gompiexec (gompi-proxy beside it) against -gompiexec with the slurm launcher, interleaved in alternating order, with hydra and bare srun (A/B of a change)")
 	io := flag.Bool("io", false, "instead of launch times, compare MPI-IO of the Go runtime (cmd/gompi-iobench, runtime/mpiio) with ROMIO (test/bench/io/iobench.c) and dd (make bench-io)")
 	ioDir := flag.String("io-dir", "/var/tmp", "with -io: directory for the files (a real disk, not tmpfs)")
 	ioCache := flag.String("io-cache", "/dev/shm", "with -io: node-local cache directory for the cached mode")
@@ -52,14 +53,14 @@ func main() {
 	ioBin := flag.String("gompi-iobench", "", "with -io: gompi-iobench binary (default: built from ./cmd/gompi-iobench; none: only dd and ROMIO)")
 	flag.Parse()
 	if *inner {
-		if err := slurmInner(*gompi, *hydra, *reps, *innerHosts, *innerHome, *innerIface); err != nil {
+		if err := slurmInner(*gompi, *baseline, *hydra, *reps, *innerHosts, *innerHome, *innerIface); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: slurm:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if *slurm {
-		if err := benchSlurm(*gompi, *hydra, *reps); err != nil {
+		if err := benchSlurm(*gompi, *baseline, *hydra, *reps); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: slurm:", err)
 			os.Exit(1)
 		}

@@ -15,8 +15,10 @@ import (
 // needs root): gompiexec with the slurm launcher, gompiexec over SSH
 // (persistent proxies off and on), mpiexec.hydra -bootstrap slurm, and
 // bare srun. The timing loop runs under salloc (this program again, with
-// -slurm-inner), so every launcher sees the same allocation.
-func benchSlurm(gompi, hydra string, reps int) error {
+// -slurm-inner), so every launcher sees the same allocation. With a
+// baseline gompiexec, only the slurm launcher of both, hydra and srun are
+// timed (an A/B of a change).
+func benchSlurm(gompi, baseline, hydra string, reps int) error {
 	if err := cluster.Check(); err != nil {
 		return err
 	}
@@ -37,10 +39,26 @@ func benchSlurm(gompi, hydra string, reps int) error {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"gompiexec", "gompi-proxy"} {
-		if err := copyFile(filepath.Join(filepath.Dir(gompi), name), filepath.Join(bin, name)); err != nil {
-			return fmt.Errorf("%v (build gompiexec and gompi-proxy into one directory)", err)
+	copyPair := func(from, to string) error {
+		if err := os.MkdirAll(to, 0o755); err != nil {
+			return err
 		}
+		for _, name := range []string{"gompiexec", "gompi-proxy"} {
+			if err := copyFile(filepath.Join(filepath.Dir(from), name), filepath.Join(to, name)); err != nil {
+				return fmt.Errorf("%v (build gompiexec and gompi-proxy into one directory)", err)
+			}
+		}
+		return nil
+	}
+	if err := copyPair(gompi, bin); err != nil {
+		return err
+	}
+	innerBase := ""
+	if baseline != "" {
+		if err := copyPair(baseline, filepath.Join(bin, "baseline")); err != nil {
+			return err
+		}
+		innerBase = filepath.Join(bin, "baseline", "gompiexec")
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -51,7 +69,7 @@ func benchSlurm(gompi, hydra string, reps int) error {
 		return err
 	}
 	cmd := s.Client("salloc", "--quiet", "-N", "3", "--ntasks-per-node=8", self, "-slurm-inner",
-		"-gompiexec", filepath.Join(bin, "gompiexec"), "-hydra", hydra, "-reps", fmt.Sprint(reps),
+		"-gompiexec", filepath.Join(bin, "gompiexec"), "-baseline", innerBase, "-hydra", hydra, "-reps", fmt.Sprint(reps),
 		"-inner-hostfile", hosts, "-inner-home", c.Client.Home, "-inner-iface", c.RootLink())
 	cmd.Dir = bin
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
@@ -67,7 +85,7 @@ func benchSlurm(gompi, hydra string, reps int) error {
 }
 
 // slurmInner is the timing loop, run under salloc.
-func slurmInner(gompi, hydra string, reps int, hostfile, home, iface string) error {
+func slurmInner(gompi, baseline, hydra string, reps int, hostfile, home, iface string) error {
 	if os.Getenv("SLURM_JOB_ID") == "" {
 		return errors.New("-slurm-inner: not inside a Slurm allocation")
 	}
@@ -93,11 +111,26 @@ func slurmInner(gompi, hydra string, reps int, hostfile, home, iface string) err
 			return timeRunEnv(gompi, append([]string{"-launcher", "ssh", "-proxy-persist", "600", "-f", hostfile, "-wdir", "/"}, args...), sshEnv)
 		}},
 	}
+	if baseline != "" {
+		cases = append(cases[:3:3], struct {
+			name string
+			run  func() (time.Duration, error)
+		}{"baseline gompiexec -launcher slurm", func() (time.Duration, error) {
+			return timeRun(baseline, append([]string{"-launcher", "slurm", "-wdir", "/"}, args...))
+		}})
+	}
 	ds := make([][]time.Duration, len(cases))
 	// Interleaved rounds, the first one discarded (caches, persistent
-	// proxies started).
+	// proxies started); with a baseline, every other round runs the
+	// cases in reverse order, so neither gompiexec always follows the
+	// same one.
 	for i := 0; i < reps+1; i++ {
-		for k, c := range cases {
+		for kk := range cases {
+			k := kk
+			if baseline != "" && i%2 == 1 {
+				k = len(cases) - 1 - kk
+			}
+			c := cases[k]
 			d, err := c.run()
 			if err != nil {
 				return fmt.Errorf("%s: %w", c.name, err)
@@ -122,6 +155,9 @@ func slurmInner(gompi, hydra string, reps int, hostfile, home, iface string) err
 			return "met"
 		}
 		return "MISSED"
+	}
+	if baseline != "" {
+		fmt.Printf("\ngompiexec slurm / baseline: %.3fx\n", float64(g)/float64(med[3]))
 	}
 	fmt.Printf("\ngoal: gompiexec slurm <= 1.0x hydra slurm: %.2fx %s; <= 1.2x bare srun: %.2fx %s\n",
 		float64(g)/float64(h), verdict(g <= h), float64(g)/float64(sr), verdict(float64(g) <= 1.2*float64(sr)))
