@@ -265,3 +265,48 @@ func keepReaderAway(t *testing.T, l *shmLink) (restore func()) {
 		wakeReader(l)
 	}
 }
+
+// An IrecvInto whose message is already in the ring takes it at once
+// (irecvNow), eager or rendezvous: a rendezvous matched there runs in the
+// slot's own request, and the slot is reused after it with a fresh
+// operation.
+func TestRecvSlotNow(t *testing.T) {
+	needShm(t)
+	comms, _ := shmWorld(t, 2, nil)
+	exchange(t, comms, []int{8})
+	c0, c1 := comms[0], comms[1]
+	l := c0.p.peers[1].shmL.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var s RecvSlot
+	for k, msg := range [][]byte{pattern(1<<20, 1), []byte("eager..."), pattern(1<<20, 2)} {
+		sent := make(chan error, 1)
+		holdRing(t, l, func() {
+			go func() { sent <- Send(c1, msg, 0, k) }()
+			if len(msg) > c1.p.cfg.EagerLimit {
+				return // the rendezvous completes while the receive runs
+			}
+			if err := <-sent; err != nil {
+				t.Fatal(err)
+			}
+			sent <- nil
+		})
+		before := l.xn
+		buf := make([]byte, len(msg))
+		r := IrecvInto(&s, c0, buf, 1, k)
+		if r != &s.req {
+			t.Fatalf("message %d: not the slot's request", k)
+		}
+		if l.xn != before+1 {
+			t.Errorf("message %d: not matched on the ring", k)
+		}
+		wakeReader(l)
+		st, err := r.Wait(ctx)
+		if err != nil || st.Tag != k || st.Count != len(msg) || !bytes.Equal(buf, msg) {
+			t.Errorf("message %d: %+v %v", k, st, err)
+		}
+		if err := <-sent; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
