@@ -29,6 +29,18 @@ const reqSlabSize = 64
 // irecvNow tries the immediate path; nil means it did not apply and the
 // caller posts the receive.
 func (c *Comm) irecvNow(ctx uint32, buf []byte, elem, src, tag int) *Request {
+	return c.irecvNowSlot(nil, ctx, buf, elem, src, tag)
+}
+
+// irecvNowInto is irecvNow into the caller's slot, whose request it
+// completes (or, for a rendezvous, starts); false means it did not apply.
+func (c *Comm) irecvNowInto(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag int) bool {
+	return c.irecvNowSlot(s, ctx, buf, elem, src, tag) != nil
+}
+
+// irecvNowSlot is irecvNow with the request in s, or from the link's slab
+// when s is nil.
+func (c *Comm) irecvNowSlot(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag int) *Request {
 	p := c.p
 	if src < 0 || src >= len(c.group) {
 		return nil
@@ -47,16 +59,22 @@ func (c *Comm) irecvNow(ctx uint32, buf []byte, elem, src, tag int) *Request {
 		return nil
 	}
 	l.xop = recvOp{ctx: ctx, src: src, tag: tag, srcWorld: w, comm: c, buf: buf, elem: elem}
-	l.xwant, l.xdone, l.xreq = &l.xop, false, nil
+	l.xwant, l.xdone, l.xreq, l.xslot = &l.xop, false, nil, s
 	for i := 0; i < irecvNowMax && l.xwant != nil && !l.bye && l.rxErr == nil && l.ch.PendingExclusive(); i++ {
 		if _, err := l.recvOne(directWait{l}, 0); err != nil {
 			break
 		}
 	}
-	l.xwant = nil   // unclaimed: the caller posts it
-	l.xop.buf = nil // drop the caller's buffer
+	l.xwant, l.xslot = nil, nil // unclaimed: the caller posts it
+	l.xop.buf = nil             // drop the caller's buffer
 	var r *Request
 	switch {
+	case l.xdone && s != nil:
+		r = &s.req // pending, seen by no one else yet
+		r.status, r.err = l.xst, l.xerr
+		r.state.Store(reqComplete)
+		l.xerr = nil
+		l.xn++
 	case l.xdone:
 		r = l.doneReq(l.xst, l.xerr)
 		l.xerr = nil

@@ -298,9 +298,19 @@ func (c *Comm) irecv(ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Re
 }
 
 func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
-	op, req := &rr.op, &rr.req
+	return c.irecvOp(&rr.req, &rr.op, ctx, buf, elem, src, tag, alloc)
+}
+
+// irecvOp posts a receive whose request and operation are req and op
+// (zero, or reset for reuse: RecvSlot).
+func (c *Comm) irecvOp(req *Request, op *recvOp, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
 	if err := c.initRecvOp(op, ctx, buf, elem, src, tag); err != nil {
-		return failedRecv(err)
+		if err == errProcNull {
+			req.complete(procNullStatus, nil)
+		} else {
+			req.complete(Status{}, err)
+		}
+		return req
 	}
 	op.alloc = alloc
 	op.req = req

@@ -35,21 +35,11 @@ func SendrecvReplace[T Number](c *Comm, buf []T, dest, sendtag, src, recvtag int
 }
 
 // errProcNull is initRecvOp's answer for the source ProcNull: not an
-// error for the caller, the receive completes at once (failedRecv).
+// error for the caller, the receive completes at once (irecvOp).
 var errProcNull = errors.New("mpi: source is ProcNull")
 
 // procNullStatus is the status of a receive or probe from ProcNull.
 var procNullStatus = Status{Source: ProcNull, Tag: AnyTag}
-
-// failedRecv is the request of a receive that could not be posted.
-func failedRecv(err error) *Request {
-	if err == errProcNull {
-		r := newRequest()
-		r.complete(procNullStatus, nil)
-		return r
-	}
-	return doneRequest(err)
-}
 
 // RecvContext is Recv that gives up when ctx ends: the posted receive is
 // withdrawn and the error wraps ctx.Err(). A receive that had already

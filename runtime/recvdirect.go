@@ -152,6 +152,13 @@ func (l *shmLink) claimEager(ctx uint32, src, tag int) *recvOp {
 func (l *shmLink) claimRTS(m *message) *recvOp {
 	if x := l.xwant; x != nil && x.matches(m.ctx, m.src, m.tag) {
 		l.xwant = nil
+		if s := l.xslot; s != nil { // IrecvInto: the slot's own
+			op, req := s.cur, &s.req
+			*op = *x
+			op.req, req.op = req, op
+			l.xreq = req
+			return op
+		}
 		rr := &recvReq{op: *x}
 		rr.op.req = &rr.req
 		rr.req.op = &rr.op

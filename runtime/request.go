@@ -181,27 +181,7 @@ func (r *Request) Cancel() bool {
 // statuses; when any failed, the error is a *RequestError naming them.
 func WaitAll(ctx context.Context, reqs ...*Request) ([]Status, error) {
 	st := make([]Status, len(reqs))
-	// The last request first: waiting on a same-host peer receives on
-	// this goroutine until that request is done, completing the earlier
-	// ones on the way (messages match in order), in one turn on the ring
-	// instead of one per request.
-	for i := len(reqs) - 1; i >= 0; i-- {
-		if r := reqs[i]; r != nil {
-			if _, err := r.Wait(ctx); ctx.Err() != nil && err != nil && errors.Is(err, ctx.Err()) {
-				return st, err
-			}
-		}
-	}
-	var fail *RequestError
-	for i, r := range reqs {
-		if r == nil {
-			continue
-		}
-		s, err := r.Wait(ctx)
-		st[i] = s
-		addFailure(&fail, i, err)
-	}
-	return st, failures(fail)
+	return st, waitAll(ctx, st, reqs)
 }
 
 // WaitAny waits until one request completes and returns its index, status

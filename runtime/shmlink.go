@@ -86,7 +86,8 @@ type shmLink struct {
 	xerr  error
 	xdone bool
 	xreq  *Request
-	xn    int // direct receives done, for tests (an atomic would cost a hop 3 ns)
+	xslot *RecvSlot // IrecvInto's slot: a rendezvous match uses its request
+	xn    int       // direct receives done, for tests (an atomic would cost a hop 3 ns)
 	// reqSlab: completed requests for irecvNow, guarded by tok.
 	reqSlab []Request
 

@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"github.com/gompi/gompi/internal/manpage"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"text/tabwriter"
@@ -82,6 +83,7 @@ func main() {
 	maxBytes := flag.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)")
 	iters := flag.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)")
 	cpuProfile := flag.String("cpuprofile", "", "write each rank's CPU profile of the benchmark to `PREFIX`.<rank> (go tool pprof)")
+	memProfile := flag.String("memprofile", "", "write each rank's allocation profile (every allocation sampled) to `PREFIX`.<rank> (go tool pprof -sample_index=alloc_space)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|farm|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
@@ -139,6 +141,16 @@ func main() {
 	for i := range b.a {
 		b.a[i] = 1
 	}
+	if *memProfile != "" {
+		// Every allocation: the message-rate loops must allocate nothing,
+		// and a sampled profile could miss the few that remain.
+		runtime.MemProfileRate = 1
+		defer func() {
+			if err := writeMemProfile(fmt.Sprintf("%s.%d", *memProfile, c.Rank())); err != nil {
+				fmt.Fprintln(os.Stderr, "gompi-bench:", err)
+			}
+		}()
+	}
 	if *cpuProfile != "" {
 		stop, err := startProfile(fmt.Sprintf("%s.%d", *cpuProfile, c.Rank()))
 		if err != nil {
@@ -173,6 +185,19 @@ func startProfile(path string) (stop func(), err error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// writeMemProfile writes the allocation profile so far into path.
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // emit records a result at rank 0 and prints its machine line unless a
