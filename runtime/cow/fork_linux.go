@@ -184,16 +184,7 @@ func childWrite(a *childArgs) {
 			if k > releaseChunk {
 				k = releaseChunk
 			}
-			w, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, a.fd, addr, k, uintptr(off), 0, 0)
-			if e == syscall.EINTR {
-				continue
-			}
-			if e != 0 {
-				childExit(uintptr(e) & 0xff)
-			}
-			if w == 0 {
-				childExit(exitShort)
-			}
+			w := childPwrite(a.fd, addr, k, off)
 			// Give back the whole pages written (regions do not overlap:
 			// none is read again): the parent's next write to one then
 			// reuses it instead of copying it. An application that
@@ -209,7 +200,20 @@ func childWrite(a *childArgs) {
 		}
 	}
 	for n := a.cn; n > 0; {
-		w, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, a.cfd, a.caddr+a.cn-n, n, uintptr(a.coff+int64(a.cn-n)), 0, 0)
+		n -= childPwrite(a.cfd, a.caddr+a.cn-n, n, a.coff+int64(a.cn-n))
+	}
+	childExit(0)
+}
+
+// childPwrite writes up to n bytes at addr to fd at off and returns how
+// many; a failure ends the child with the errno as its status (a zero
+// write with exitShort).
+//
+//go:nosplit
+//go:norace
+func childPwrite(fd, addr, n uintptr, off int64) uintptr {
+	for {
+		w, _, e := syscall.RawSyscall6(syscall.SYS_PWRITE64, fd, addr, n, uintptr(off), 0, 0)
 		if e == syscall.EINTR {
 			continue
 		}
@@ -219,9 +223,8 @@ func childWrite(a *childArgs) {
 		if w == 0 {
 			childExit(exitShort)
 		}
-		n -= w
+		return w
 	}
-	childExit(0)
 }
 
 //go:nosplit
