@@ -1,9 +1,6 @@
 package proxy
 
 import (
-	"context"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/control"
-	"github.com/hashicorp/yamux"
 )
 
 // The reaper delivers each child's status, in the group or not, including
@@ -189,24 +185,8 @@ func TestStartedGuardAbandoned(t *testing.T) {
 
 	// Refused job: wrong protocol version.
 	g = StartGuard(path)
-	a, b := net.Pipe()
-	errc := make(chan error, 1)
-	go func() { errc <- Run(context.Background(), a, Config{Guard: path, Started: g}) }()
-	ycfg := yamux.DefaultConfig()
-	ycfg.LogOutput = io.Discard
-	ycfg.EnableKeepAlive = false
-	sess, err := yamux.Client(b, ycfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	errc, sess, st := runOverPipe(t, Config{Guard: path, Started: g})
 	defer sess.Close()
-	st, err := sess.Open()
-	if err == nil {
-		_, err = st.Write([]byte{control.StreamControl})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	job := &control.Job{Version: control.Version + 100, JobID: "refused", Host: "h", Size: 1,
 		Apps: []control.App{{Argv: []string{"/bin/true"}, Wdir: "/"}}, Ranks: []control.RankSpec{{Rank: 0}}, KVSName: "kvs"}
 	// Send may report the session shut: Run can read the job, refuse it and

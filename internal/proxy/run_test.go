@@ -21,23 +21,7 @@ import (
 // made Run fail about one time in two.
 func TestRunDoneThenClosedIsSuccess(t *testing.T) {
 	for i := 0; i < 30; i++ {
-		a, b := net.Pipe()
-		errc := make(chan error, 1)
-		go func() { errc <- Run(context.Background(), a, Config{}) }()
-		ycfg := yamux.DefaultConfig()
-		ycfg.LogOutput = io.Discard
-		ycfg.EnableKeepAlive = false
-		sess, err := yamux.Client(b, ycfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, err := sess.Open()
-		if err == nil {
-			_, err = st.Write([]byte{control.StreamControl})
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		errc, sess, st := runOverPipe(t, Config{})
 		conn := control.NewConn(st)
 		job := &control.Job{Version: control.Version, JobID: fmt.Sprintf("done%d", i), Host: "h", Size: 1,
 			Apps: []control.App{{Argv: []string{"/bin/true"}, Wdir: "/"}}, Ranks: []control.RankSpec{{Rank: 0}}, KVSName: "kvs"}
@@ -63,4 +47,29 @@ func TestRunDoneThenClosedIsSuccess(t *testing.T) {
 			t.Fatalf("run %d: Run did not return after the launcher closed", i)
 		}
 	}
+}
+
+// runOverPipe starts Run with cfg over a net.Pipe and opens the
+// launcher's control stream to it; Run's error arrives on errc.
+func runOverPipe(t *testing.T, cfg Config) (errc <-chan error, sess *yamux.Session, st net.Conn) {
+	t.Helper()
+	a, b := net.Pipe()
+	ec := make(chan error, 1)
+	go func() { ec <- Run(context.Background(), a, cfg) }()
+	ycfg := yamux.DefaultConfig()
+	ycfg.LogOutput = io.Discard
+	ycfg.EnableKeepAlive = false
+	sess, err := yamux.Client(b, ycfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = sess.Open()
+	if err == nil {
+		_, err = st.Write([]byte{control.StreamControl})
+	}
+	if err != nil {
+		sess.Close()
+		t.Fatal(err)
+	}
+	return ec, sess, st
 }

@@ -366,19 +366,25 @@ func exitHelper() {
 	// before it is set up (PR_SET_PDEATHSIG, then its descriptors closed:
 	// one left): stopped before it, it would outlive this process
 	// stopped, holding the test's output pipe.
+	stopWhenSetUp(s.pid, 1)
+	fmt.Printf("writer %d\n", s.pid)
+	os.Exit(0)
+}
+
+// stopWhenSetUp stops writer pid (SIGSTOP) once it has closed all but
+// fds descriptors, that is, once it is set up (helper processes: panics).
+func stopWhenSetUp(pid, fds int) {
 	for {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
 			panic(err)
 		}
-		if len(ents) == 1 {
+		if len(ents) == fds {
 			break
 		}
 		time.Sleep(time.Millisecond)
 	}
-	syscall.Kill(s.pid, syscall.SIGSTOP)
-	fmt.Printf("writer %d\n", s.pid)
-	os.Exit(0)
+	syscall.Kill(pid, syscall.SIGSTOP)
 }
 
 func BenchmarkSnapshot(b *testing.B) {

@@ -106,17 +106,7 @@ func detachHelper(dir string) {
 	}
 	// Stop the writer once it is set up (its two descriptors left), so
 	// that it is surely running when the group is killed.
-	for {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
-		if err != nil {
-			panic(err)
-		}
-		if len(ents) == 2 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
-	syscall.Kill(s.pid, syscall.SIGSTOP)
+	stopWhenSetUp(s.pid, 2)
 	clear(buf) // the snapshot is of the memory at the call
 	os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(s.pid)+"\n"), 0o600)
 	select {}
