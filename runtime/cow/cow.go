@@ -189,16 +189,33 @@ type Snap struct {
 	done chan struct{}
 	err  error
 	pid  int
+	// gate: the write end of a held writer's pipe (Options.Hold), closed
+	// once by Release.
+	gate        *os.File
+	releaseOnce sync.Once
 }
 
-// Done is closed once the snapshot is written (or failed).
+// Done is closed once the snapshot is written (or failed). A held
+// snapshot (Options.Hold) is not done before Release.
 func (s *Snap) Done() <-chan struct{} { return s.done }
 
-// Wait waits for the snapshot and returns its error. Durability is the
-// caller's: Wait returns once the bytes are written, not synced.
+// Wait releases the writer (if held) and waits for the snapshot, and
+// returns its error. Durability is the caller's: Wait returns once the
+// bytes are written, not synced.
 func (s *Snap) Wait() error {
+	s.Release()
 	<-s.done
 	return s.err
+}
+
+// Release lets a held writer (Options.Hold) start writing. It does nothing
+// for a writer not held, or after the first call.
+func (s *Snap) Release() {
+	s.releaseOnce.Do(func() {
+		if s.gate != nil {
+			s.gate.Close()
+		}
+	})
 }
 
 // Options changes what a snapshot's writer does (SnapshotWith).
@@ -218,6 +235,17 @@ type Options struct {
 	// committed.
 	CommitFile *os.File
 	Commit     Region
+	// Hold: the writer, once forked, waits for Release (or Wait, or the
+	// death of this process) before it writes anything. It still sees
+	// the memory as it was at the call. For a caller with more to do
+	// before it returns (package mpiio's collective write agrees with
+	// the other ranks afterwards): the writer's copying, a core's worth
+	// of work, then does not compete with it, nor with the other ranks
+	// of the host forking their own writers, for the cores. The writer
+	// waits on a pipe whose only write end this process holds, so a
+	// kill of this process releases it too: with Detach, the bytes are
+	// still written.
+	Hold bool
 }
 
 // Snapshot captures the regions' bytes now and writes each to f at its

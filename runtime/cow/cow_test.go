@@ -474,3 +474,75 @@ func TestWriterHoldsOnlyItsFile(t *testing.T) {
 		t.Fatalf("read from a pipe whose write end this process closed: %d, %v; want EOF while the writer lives", n, err)
 	}
 }
+
+// A held writer (Options.Hold) writes nothing before Release, and then
+// the memory as it was at the call; Wait releases a held writer itself.
+func TestHeldWriter(t *testing.T) {
+	buf := make([]byte, 3<<20+5) // Go heap
+	for i := range buf {
+		buf[i] = byte(i*13 + i>>12)
+	}
+	want := bytes.Clone(buf)
+	f := snapFile(t)
+	c := snapFile(t)
+	c.WriteString("..")
+	s, err := SnapshotWith(f, []Region{{Mem: buf, Off: 7}}, Options{Hold: true, CommitFile: c, Commit: Region{Mem: []byte("C"), Off: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Wait()
+	// Set up: its file, the commit file and the gate, and nothing else.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+		if err != nil {
+			t.Fatalf("held writer %d ended before Release: %v", s.pid, err)
+		}
+		if len(ents) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer %d holds %d descriptors, want 3 (file, commit file, gate)", s.pid, len(ents))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-s.Done():
+		t.Fatalf("held writer done before Release: %v", s.Wait())
+	default:
+	}
+	if st, _ := f.Stat(); st.Size() != 0 {
+		t.Fatalf("held writer wrote %d bytes before Release", st.Size())
+	}
+	clear(buf)
+	s.Release()
+	s.Release() // idempotent
+	<-s.Done()
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(f.Name())
+	if len(got) != 7+len(want) || !bytes.Equal(got[7:], want) {
+		t.Fatalf("file has %d bytes, not the %d of the memory at the call", len(got), 7+len(want))
+	}
+	if b, _ := os.ReadFile(c.Name()); string(b) != ".C" {
+		t.Fatalf("commit file %q", b)
+	}
+
+	// Wait without Release does not wait forever.
+	s2, err := SnapshotWith(f, []Region{{Mem: want[:4096]}}, Options{Hold: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s2.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Wait of a held writer never returned")
+	}
+}

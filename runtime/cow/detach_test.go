@@ -22,17 +22,26 @@ import (
 // TestDetachedWriterOutlivesProcess: a detached writer (Options.Detach)
 // finishes its regions and then its commit write after its process and
 // that process's whole group were killed (SIGKILL to the group, as a
-// launcher ends a job), from Go heap memory.
+// launcher ends a job), from Go heap memory; also a writer still held
+// (Options.Hold, never released): the kill releases it.
 func TestDetachedWriterOutlivesProcess(t *testing.T) {
 	if dir := os.Getenv("COW_TEST_DETACH"); dir != "" {
-		detachHelper(dir)
+		detachHelper(dir, os.Getenv("COW_TEST_HOLD") == "1")
 		return
 	}
+	for _, hold := range []bool{false, true} {
+		t.Run(map[bool]string{false: "free", true: "held"}[hold], func(t *testing.T) {
+			testDetached(t, hold)
+		})
+	}
+}
+
+func testDetached(t *testing.T, hold bool) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestDetachedWriterOutlivesProcess$")
-	cmd.Env = append(os.Environ(), "COW_TEST_DETACH="+dir)
+	cmd.Env = append(os.Environ(), "COW_TEST_DETACH="+dir, "COW_TEST_HOLD="+map[bool]string{false: "0", true: "1"}[hold])
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -89,7 +98,7 @@ func detachPattern() []byte {
 	return b
 }
 
-func detachHelper(dir string) {
+func detachHelper(dir string, hold bool) {
 	buf := detachPattern() // Go heap
 	f, err := os.Create(filepath.Join(dir, "data"))
 	if err != nil {
@@ -100,13 +109,18 @@ func detachHelper(dir string) {
 		panic(err)
 	}
 	c.WriteString("....")
-	s, err := SnapshotWith(f, []Region{{Mem: buf}}, Options{Detach: true, CommitFile: c, Commit: Region{Mem: []byte("C"), Off: 2}})
+	s, err := SnapshotWith(f, []Region{{Mem: buf}}, Options{Detach: true, CommitFile: c, Commit: Region{Mem: []byte("C"), Off: 2}, Hold: hold})
 	if err != nil {
 		panic(err)
 	}
-	// Stop the writer once it is set up (its two descriptors left), so
-	// that it is surely running when the group is killed.
-	stopWhenSetUp(s.pid, 2)
+	// Stop the writer once it is set up (its two descriptors left, and
+	// a held one its gate), so that it is surely running when the group
+	// is killed.
+	if hold {
+		stopWhenSetUp(s.pid, 3)
+	} else {
+		stopWhenSetUp(s.pid, 2)
+	}
 	clear(buf) // the snapshot is of the memory at the call
 	os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(s.pid)+"\n"), 0o600)
 	select {}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,10 +50,13 @@ type childArgs struct {
 	// detach: no PDEATHSIG, a session of its own (Options.Detach).
 	detach bool
 	// The commit write (Options.Commit); cn 0: none. keep: the
-	// descriptors the child keeps open, ascending (fd, and cfd).
+	// descriptors the child keeps open, ascending (fd, cfd and gate).
 	cfd, caddr, cn uintptr
 	coff           int64
-	keep           [2]uintptr
+	keep           [3]uintptr
+	// gate > 0: the read end of the pipe the child waits on before it
+	// writes (Options.Hold).
+	gate uintptr
 }
 
 // The child writes releaseChunk bytes at a time, then drops its reference
@@ -70,11 +74,22 @@ const (
 
 func snapshot(f *os.File, regions []Region, o Options) (*Snap, error) {
 	a := &childArgs{fd: f.Fd(), ppid: uintptr(os.Getpid()), mask: ^uint64(0), detach: o.Detach}
-	a.keep = [2]uintptr{a.fd, a.fd}
+	a.keep = [3]uintptr{a.fd, a.fd, a.fd}
 	if len(o.Commit.Mem) > 0 {
 		a.cfd, a.caddr, a.cn, a.coff = o.CommitFile.Fd(), uintptr(unsafe.Pointer(unsafe.SliceData(o.Commit.Mem))), uintptr(len(o.Commit.Mem)), o.Commit.Off
-		a.keep = [2]uintptr{min(a.fd, a.cfd), max(a.fd, a.cfd)}
+		a.keep[1], a.keep[2] = a.cfd, a.cfd
 	}
+	var gate [2]int
+	if o.Hold {
+		// Close-on-exec: no program another goroutine starts holds the
+		// write end (the writers forked here close it themselves).
+		if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
+			return nil, fmt.Errorf("%w: pipe: %v", ErrUnavailable, err)
+		}
+		a.gate = uintptr(gate[0])
+		a.keep[2] = a.gate
+	}
+	slices.Sort(a.keep[:])
 	for _, r := range regions {
 		// Large regions go in pieces: Linux writes at most 2 GiB - 4 KiB
 		// per call.
@@ -98,10 +113,18 @@ func snapshot(f *os.File, regions []Region, o Options) (*Snap, error) {
 	runtime.KeepAlive(f)
 	runtime.KeepAlive(o.CommitFile)
 	runtime.KeepAlive(o.Commit.Mem)
+	var w *os.File
+	if o.Hold {
+		unix.Close(gate[0])
+		w = os.NewFile(uintptr(gate[1]), "cow-gate")
+		if errno != 0 {
+			w.Close()
+		}
+	}
 	if errno != 0 {
 		return nil, fmt.Errorf("%w: fork: %v", ErrUnavailable, errno)
 	}
-	s := &Snap{done: make(chan struct{}), pid: pid}
+	s := &Snap{done: make(chan struct{}), pid: pid, gate: w}
 	go func() {
 		defer close(s.done)
 		var ws unix.WaitStatus
@@ -168,14 +191,28 @@ func childWrite(a *childArgs) {
 	}
 	// Hold nothing of the parent's open: a socket or pipe kept open here
 	// would hide its closing from the peer.
-	lo, hi := a.keep[0], a.keep[1]
-	if lo > 0 {
-		syscall.RawSyscall(unix.SYS_CLOSE_RANGE, 0, lo-1, 0)
+	next := uintptr(0) // the lowest descriptor not yet kept or closed
+	for i := 0; i < len(a.keep); i++ {
+		if k := a.keep[i]; k >= next {
+			if k > next {
+				syscall.RawSyscall(unix.SYS_CLOSE_RANGE, next, k-1, 0)
+			}
+			next = k + 1
+		}
 	}
-	if hi > lo+1 {
-		syscall.RawSyscall(unix.SYS_CLOSE_RANGE, lo+1, hi-1, 0)
+	syscall.RawSyscall(unix.SYS_CLOSE_RANGE, next, ^uintptr(0), 0)
+	if a.gate > 0 {
+		// Held: wait until the parent closes the write end (Release, or
+		// its death); the end of file is the signal.
+		var b [1]byte
+		for {
+			_, _, e := syscall.RawSyscall(syscall.SYS_READ, a.gate, uintptr(unsafe.Pointer(&b[0])), 1)
+			if e != syscall.EINTR {
+				break
+			}
+		}
+		syscall.RawSyscall(syscall.SYS_CLOSE, a.gate, 0, 0)
 	}
-	syscall.RawSyscall(unix.SYS_CLOSE_RANGE, hi+1, ^uintptr(0), 0)
 	for i := 0; i < len(a.spans); i++ {
 		s := &a.spans[i]
 		addr, n, off := s.addr, s.n, s.off

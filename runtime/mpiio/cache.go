@@ -53,6 +53,9 @@ type cache struct {
 	// flusher (or close) saw them finish; nsnaps counts them all.
 	snaps  map[uint64]*cow.Snap
 	nsnaps int
+	// held: writers forked by the collective call in progress, which
+	// start writing when it returns (release; cow.Options.Hold).
+	held []*cow.Snap
 }
 
 // lockWait bounds how long Open waits for a journal's lock held by
@@ -152,7 +155,7 @@ func openCache(f *File) (*cache, error) {
 
 // put caches b for file offset off (see putv).
 func (c *cache) put(off int64, b []byte) error {
-	return c.putv([]piece{{off: off, len: int64(len(b))}}, b)
+	return c.putv([]piece{{off: off, len: int64(len(b))}}, b, false)
 }
 
 // putv caches the pieces ps of buf (piece p: buf[p.buf:p.buf+p.len] for
@@ -161,8 +164,9 @@ func (c *cache) put(off int64, b []byte) error {
 // one journal record names them all. When it returns, a crash of this
 // process loses nothing (the next Open or journal.Replay writes them).
 // With snapshots on, a large write from private memory is handed to a
-// snapshot writer instead (putSnapshot), with the same promise.
-func (c *cache) putv(ps []piece, buf []byte) error {
+// snapshot writer instead (putSnapshot), with the same promise; hold: the
+// writer starts only at release (a collective call's end).
+func (c *cache) putv(ps []piece, buf []byte, hold bool) error {
 	if len(ps) == 0 {
 		return nil
 	}
@@ -197,7 +201,7 @@ func (c *cache) putv(ps []piece, buf []byte) error {
 		}
 	}
 	if c.snapMin > 0 && e.Len >= c.snapMin && !cow.Disabled() && cow.Private(buf[lo:hi]) {
-		if err := c.putSnapshot(e, runs); err != nil {
+		if err := c.putSnapshot(e, runs, hold); err != nil {
 			return err
 		}
 	} else if err := c.putCopy(e, runs); err != nil {
@@ -245,8 +249,10 @@ func (c *cache) jnlFailed(err error) error {
 // journal's lock (an inherited descriptor), so no replay runs before it
 // is done. Only this process appends to the journal; the writer writes
 // one byte into its own record. Without a writer (fork failed) the bytes
-// and the commit are written here.
-func (c *cache) putSnapshot(e journal.Extent, runs []cow.Region) error {
+// and the commit are written here. hold: the writer waits for release
+// before it writes (its kill-safety is the same: this process's death
+// releases it).
+func (c *cache) putSnapshot(e journal.Extent, runs []cow.Region, hold bool) error {
 	e.Snapshot = true
 	if !c.noCRC {
 		for _, r := range runs {
@@ -264,7 +270,7 @@ func (c *cache) putSnapshot(e journal.Extent, runs []cow.Region) error {
 	}
 	mo, mb := journal.CommitMark(e)
 	mark := cow.Region{Mem: []byte{mb}, Off: at + mo}
-	s, err := cow.SnapshotWith(c.data, runs, cow.Options{Detach: true, CommitFile: c.jnl, Commit: mark})
+	s, err := cow.SnapshotWith(c.data, runs, cow.Options{Detach: true, CommitFile: c.jnl, Commit: mark, Hold: hold})
 	if err != nil {
 		for _, r := range runs {
 			if _, err := c.data.WriteAt(r.Mem, r.Off); err != nil {
@@ -277,9 +283,25 @@ func (c *cache) putSnapshot(e journal.Extent, runs []cow.Region) error {
 	} else {
 		c.snaps[e.Seq] = s
 		c.nsnaps++
+		if hold {
+			c.held = append(c.held, s)
+		}
 	}
 	c.queue = append(c.queue, e)
 	return nil
+}
+
+// release lets the held snapshot writers write (the collective call that
+// forked them is over). Anything that waits for the flusher releases
+// first.
+func (c *cache) release() {
+	c.mu.Lock()
+	held := c.held
+	c.held = nil
+	c.mu.Unlock()
+	for _, s := range held {
+		s.Release()
+	}
 }
 
 func (c *cache) flusher() {
@@ -310,7 +332,10 @@ func (c *cache) flusher() {
 		c.mu.Unlock()
 		var err, snapErr error
 		if snap != nil {
-			// Its bytes are in the data file once its writer is done.
+			// Its bytes are in the data file once its writer is done;
+			// a held writer is not released here (Wait would), but when
+			// its call returns.
+			<-snap.Done()
 			snapErr = snap.Wait()
 			c.mu.Lock()
 			delete(c.snaps, e.Seq)
@@ -350,6 +375,7 @@ func (c *cache) flushOne(e journal.Extent, buf *[]byte) error {
 // drain waits until every cached extent is on the shared file, syncs it,
 // and empties the journal.
 func (c *cache) drain() error {
+	c.release()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.drains++
@@ -400,6 +426,7 @@ func (c *cache) size() (int64, bool) {
 // close stops the flusher (after a drain) and removes the journal pair
 // when nothing is left to flush.
 func (c *cache) close() error {
+	c.release()
 	c.mu.Lock()
 	c.stop = true
 	c.cond.Broadcast()

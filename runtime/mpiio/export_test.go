@@ -18,3 +18,22 @@ func CacheSnapshots(f *File) int {
 	defer f.cache.mu.Unlock()
 	return f.cache.nsnaps
 }
+
+// SetTestBeforeRelease makes fn run at the end of every collective write
+// on a cached file, before its snapshot writers are released.
+func SetTestBeforeRelease(fn func(f *File)) (restore func()) {
+	testBeforeRelease = fn
+	return func() { testBeforeRelease = nil }
+}
+
+// CacheHeld is the number of f's snapshot writers waiting for their call's
+// end, and the size of f's cache data file.
+func CacheHeld(f *File) (held int, dataSize int64) {
+	f.cache.mu.Lock()
+	defer f.cache.mu.Unlock()
+	st, err := f.cache.data.Stat()
+	if err != nil {
+		return len(f.cache.held), -1
+	}
+	return len(f.cache.held), st.Size()
+}

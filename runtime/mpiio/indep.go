@@ -45,7 +45,7 @@ func (f *File) WriteAt(buf []byte, off int64) (int, error) {
 	f.mu.RLock()
 	v, atomic := f.view, f.atomic
 	f.mu.RUnlock()
-	return f.writeAt(v, atomic, buf, off)
+	return f.writeAt(v, atomic, false, buf, off)
 }
 
 // IreadAt starts ReadAt; the request's Status.Bytes (and Count) is the
@@ -73,7 +73,7 @@ func (f *File) IwriteAt(buf []byte, off int64) *mpi.Request {
 	v, atomic := f.view, f.atomic
 	f.mu.RUnlock()
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.writeAt(v, atomic, buf, off)
+		n, err := f.writeAt(v, atomic, false, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -179,7 +179,9 @@ func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) 
 	return int(n), nil
 }
 
-func (f *File) writeAt(v *view, atomic bool, buf []byte, off int64) (int, error) {
+// hold: a collective write's (independentAll): a snapshot writer starts
+// when the call returns.
+func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, error) {
 	if err := f.checkOff("write", off, v); err != nil {
 		return 0, err
 	}
@@ -201,7 +203,7 @@ func (f *File) writeAt(v *view, atomic bool, buf []byte, off int64) (int, error)
 	if f.cache != nil {
 		// All of the call's pieces as one extent: one append of the data,
 		// one journal record.
-		if err := f.cache.putv(ps, buf); err != nil {
+		if err := f.cache.putv(ps, buf, hold); err != nil {
 			return 0, f.err("write", ps[0].off, err)
 		}
 		return int(total(ps)), nil

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -127,6 +128,84 @@ func TestCacheSnapshot(t *testing.T) {
 			})
 			if left, _ := filepath.Glob(filepath.Join(cdir, "*")); len(left) != 0 {
 				t.Fatalf("cache files left after Close: %v", left)
+			}
+		})
+	}
+}
+
+// A collective cached write's snapshot writer is held until the call
+// returns (cow.Options.Hold): at the end of the call, after its
+// agreement, nothing is in the cache's data file yet; after the return
+// the writer is released, and Sync finds every byte in place. Both
+// shapes: disjoint ranges (each rank's own write) and interleaved pieces
+// (cached locally on the plan's domains).
+func TestCacheSnapshotHeldUntilReturn(t *testing.T) {
+	for _, interleaved := range []bool{false, true} {
+		t.Run(map[bool]string{false: "contiguous", true: "interleaved"}[interleaved], func(t *testing.T) {
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+			const n, blk = 1 << 20, 4096
+			var mu sync.Mutex
+			var seen []string
+			defer mpiio.SetTestBeforeRelease(func(f *mpiio.File) {
+				held, size := mpiio.CacheHeld(f)
+				mu.Lock()
+				seen = append(seen, fmt.Sprintf("held %d, data file %d bytes", held, size))
+				mu.Unlock()
+			})()
+			runRanks(t, 2, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, snapHints(cdir))
+				if err != nil {
+					return err
+				}
+				me := c.Rank()
+				off := int64(me * n)
+				// where rank r's byte i is in the file
+				at := func(r, i int) int { return r*n + i }
+				if interleaved {
+					ft, err := mpi.Vector(n/blk, blk, 2*blk, mpi.Byte)
+					if err == nil {
+						err = f.SetView(int64(me*blk), mpi.Byte, ft)
+					}
+					if err != nil {
+						return err
+					}
+					off = 0
+					at = func(r, i int) int { return i/blk*2*blk + r*blk + i%blk }
+				}
+				buf := snapPattern(0, me, n)
+				if _, err := f.WriteAtAll(buf, off); err != nil {
+					return err
+				}
+				clear(buf)
+				if held, _ := mpiio.CacheHeld(f); held != 0 {
+					return fmt.Errorf("%d snapshot writers still held after the call returned", held)
+				}
+				if got := mpiio.CacheSnapshots(f); got != 1 {
+					return fmt.Errorf("%d writes took the snapshot path, want 1", got)
+				}
+				if err := f.Sync(); err != nil {
+					return err
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				got, err := os.ReadFile(path)
+				if err != nil {
+					return err
+				}
+				for r := 0; r < 2; r++ {
+					want := snapPattern(0, r, n)
+					for i := 0; i < n; i += blk {
+						if at(r, i) >= len(got) || got[at(r, i)] != want[i] {
+							return fmt.Errorf("rank %d's byte %d not in the file after Sync", r, i)
+						}
+					}
+				}
+				return nil
+			})
+			if want := "held 1, data file 0 bytes"; len(seen) != 2 || seen[0] != want || seen[1] != want {
+				t.Fatalf("at the end of the calls: %q, want %q on both ranks", seen, want)
 			}
 		})
 	}

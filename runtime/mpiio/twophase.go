@@ -99,6 +99,9 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	if lerr == nil {
 		lerr = f.checkOff(op, off, v)
 	}
+	if write && f.cache != nil {
+		defer f.releaseWriters()
+	}
 	size := f.comm.Size()
 	req := []int64{0, 0, 0}
 	if lerr == nil {
@@ -201,7 +204,7 @@ func (f *File) independentAll(op string, write bool, v *view, buf []byte, off in
 	var n int
 	var err error
 	if write {
-		n, err = f.writeAt(v, false, buf, off)
+		n, err = f.writeAt(v, false, true, buf, off)
 		if err == nil && f.hints.syncWrite && f.cache == nil && len(buf) > 0 {
 			err = f.err(op, -1, f.fd.Sync())
 		}
@@ -355,7 +358,10 @@ func (f *File) cachedLocal(p *plan, buf []byte) error {
 	if len(ps) == 0 {
 		return nil
 	}
-	return f.err("write all", ps[0].off, f.cache.putv(ps, buf))
+	// Its snapshot writer starts when the call returns (collective's
+	// release): until then it would take a core from the ranks of this
+	// host still forking theirs or agreeing.
+	return f.err("write all", ps[0].off, f.cache.putv(ps, buf, true))
 }
 
 func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
@@ -752,4 +758,16 @@ func (f *File) twoPhaseRead(p *plan, buf []byte) (int64, error) {
 	_, err := mpi.WaitAll(ctx, prevSends...)
 	keep(err)
 	return eof, firstErr
+}
+
+// testBeforeRelease, when set, runs at the end of a collective write on a
+// cached file, before the call releases its snapshot writers (tests).
+var testBeforeRelease func(f *File)
+
+// releaseWriters starts the snapshot writers this collective write forked.
+func (f *File) releaseWriters() {
+	if testBeforeRelease != nil {
+		testBeforeRelease(f)
+	}
+	f.cache.release()
 }
