@@ -222,10 +222,16 @@ func (s *Snap) Release() {
 type Options struct {
 	// Detach: the writer finishes even if this process dies first: it
 	// does not die with it (no PR_SET_PDEATHSIG) and leaves its process
-	// group and session (setsid), so that a launcher's SIGKILL to the
-	// group does not reach it either. For bytes the caller has already
-	// acknowledged. It still dies with the machine, with its cgroup, or
-	// with a signal sent to its own pid.
+	// group (setpgid: a group of its own), so that a launcher's SIGKILL
+	// to the group does not reach it either. For bytes the caller has
+	// already acknowledged. It stays in this process's session: with
+	// autogroup scheduling (Linux's default for desktops and many
+	// servers) a session of its own (setsid) would be scheduled as a
+	// group of its own, with as large a CPU share as this whole session,
+	// and a few writers then starved ranks still in a collective call for
+	// 0.1-0.3 s. Its signals are blocked, so a hangup of the session's
+	// terminal does not stop it. It still dies with the machine, with its
+	// cgroup, or with a signal sent to its own pid.
 	Detach bool
 	// CommitFile and Commit: once every region is written, the writer
 	// writes Commit.Mem at Commit.Off of CommitFile (one pwrite; its own

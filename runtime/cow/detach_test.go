@@ -71,6 +71,12 @@ func testDetached(t *testing.T, hold bool) {
 	if g, _ := unix.Getpgid(pid); g == pgid {
 		t.Fatalf("detached writer %d still in the group %d", pid, pgid)
 	}
+	// In the session it was started in (the helper's, which is this
+	// test's): a session of its own is an autogroup of its own, which
+	// the scheduler gives as much CPU as the job's whole session.
+	if s, me := sid(pid), sid(0); s != me {
+		t.Fatalf("detached writer %d in session %d, want its parent's %d", pid, s, me)
+	}
 	syscall.Kill(pid, syscall.SIGCONT)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -307,4 +313,12 @@ func FuzzPrivateIn(f *testing.F) {
 			t.Fatalf("[%#x, %#x) accepted, a half of it not", l, h)
 		}
 	})
+}
+
+func sid(pid int) int {
+	s, err := unix.Getsid(pid)
+	if err != nil {
+		return -1
+	}
+	return s
 }

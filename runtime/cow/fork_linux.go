@@ -47,7 +47,7 @@ type childArgs struct {
 	ppid  uintptr
 	spans []span
 	mask  uint64 // all signals
-	// detach: no PDEATHSIG, a session of its own (Options.Detach).
+	// detach: no PDEATHSIG, a process group of its own (Options.Detach).
 	detach bool
 	// The commit write (Options.Commit); cn 0: none. keep: the
 	// descriptors the child keeps open, ascending (fd, cfd and gate).
@@ -181,8 +181,9 @@ func childWrite(a *childArgs) {
 	syscall.RawSyscall6(syscall.SYS_RT_SIGPROCMASK, unix.SIG_SETMASK, uintptr(unsafe.Pointer(&a.mask)), 0, 8, 0, 0)
 	if a.detach {
 		// Out of the parent's process group: a launcher ending the job
-		// with kill(-pgid) must not stop an acknowledged write.
-		syscall.RawSyscall(syscall.SYS_SETSID, 0, 0, 0)
+		// with kill(-pgid) must not stop an acknowledged write. Not
+		// setsid: a new session is a new autogroup (Options.Detach).
+		syscall.RawSyscall(syscall.SYS_SETPGID, 0, 0, 0)
 	} else {
 		syscall.RawSyscall6(syscall.SYS_PRCTL, unix.PR_SET_PDEATHSIG, uintptr(syscall.SIGKILL), 0, 0, 0, 0)
 		if p, _, _ := syscall.RawSyscall(syscall.SYS_GETPPID, 0, 0, 0); p != a.ppid {
