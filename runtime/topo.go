@@ -186,6 +186,32 @@ func (c *Comm) SplitShared(key int) (*Comm, error) {
 	return c.Split(color, key)
 }
 
+// SharedHosts tells c's ranks apart by host as SplitShared does, without
+// making a communicator: hosts[r] is the lowest rank of c on rank r's
+// host. It is collective over c: one allgather (SplitShared and a
+// reduction over the result cost several collective steps, each a few ms
+// with more ranks than cores).
+func (c *Comm) SharedHosts() ([]int, error) {
+	if err := c.intraOnly("SharedHosts"); err != nil {
+		return nil, err
+	}
+	k := c.p.nodeKey()
+	all, err := c.allgatherBytes(k[:], tagNode)
+	if err != nil {
+		return nil, err
+	}
+	hosts := make([]int, len(c.group))
+	first := map[[layoutEntry]byte]int{}
+	for r := range hosts {
+		key := [layoutEntry]byte(all[r*layoutEntry:])
+		if _, ok := first[key]; !ok {
+			first[key] = r
+		}
+		hosts[r] = first[key]
+	}
+	return hosts, nil
+}
+
 // DimsCreate fills the zero entries of dims (one per dimension; nonzero
 // entries are kept) so that their product is nnodes, as balanced as
 // possible, in non-increasing order (MPI_Dims_create).

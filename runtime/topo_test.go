@@ -180,3 +180,24 @@ func TestSplitSharedHosts(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSharedHosts: on pretend hosts, each rank's host is named by its
+// lowest rank.
+func TestSharedHosts(t *testing.T) {
+	const hosts = "ABCABCAB"
+	comms := hostsWorld(t, hosts)
+	each(t, comms, func(c *Comm) error {
+		got, err := c.SharedHosts()
+		if err != nil {
+			return err
+		}
+		want := make([]int, len(hosts))
+		for r := range hosts {
+			want[r] = strings.IndexByte(hosts, hosts[r])
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("rank %d: %v, want %v", c.Rank(), got, want)
+		}
+		return nil
+	})
+}

@@ -163,3 +163,37 @@ func TestAtomicOverlap(t *testing.T) {
 		return f.Close()
 	})
 }
+
+// A bad view on one rank fails SetView on every rank (collective error):
+// that rank gets ErrView, the others ErrRemote naming it; the old views
+// stay, and the next SetView works.
+func TestSetViewError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	runRanks(t, 3, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		disp := int64(0)
+		if c.Rank() == 1 {
+			disp = -5
+		}
+		err = f.SetView(disp, mpi.Byte, mpi.Byte)
+		var me *mpiio.Error
+		switch {
+		case c.Rank() == 1 && !errors.Is(err, mpiio.ErrView):
+			return fmt.Errorf("rank 1's bad view: %v, want ErrView", err)
+		case c.Rank() != 1 && (!errors.Is(err, mpiio.ErrRemote) || !errors.As(err, &me) || me.Rank != 1 || !strings.Contains(err.Error(), "negative displacement")):
+			return fmt.Errorf("rank %d: %v, want ErrRemote naming rank 1 and its cause", c.Rank(), err)
+		}
+		if err := f.SetView(int64(c.Rank()), mpi.Byte, mpi.Byte); err != nil {
+			return err
+		}
+		_, err = f.WriteAtAll([]byte{byte('a' + c.Rank())}, 0)
+		return err
+	})
+	if b, _ := os.ReadFile(path); string(b) != "abc" {
+		t.Fatalf("file %q after the views, want abc", b)
+	}
+}

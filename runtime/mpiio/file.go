@@ -173,21 +173,31 @@ func (f *File) agree(op string, err error) error {
 }
 
 func agree(comm *mpi.Comm, path, op string, err error) error {
-	// One small Allreduce finds the first failed rank, if any; only then
-	// does its message travel. (Gathering every rank's message each time
-	// cost a value-encoded Allgather per step: a few ms of Open and
-	// SetView with more ranks than cores.)
-	first := []int32{int32(comm.Size())}
+	return agreeMax(comm, path, op, err, nil)
+}
+
+// agreeMax is agree that also reduces vals (by Max, in place) in the same
+// Allreduce: one collective step where there were two. vals are reduced
+// even when a rank failed.
+func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
+	// One small Allreduce finds the first failed rank (the largest of
+	// -rank), if any; only then does its message travel. (Gathering every
+	// rank's message each time cost a value-encoded Allgather per step: a
+	// few ms of Open and SetView with more ranks than cores.)
+	buf := make([]int64, 1+len(vals))
+	buf[0] = -int64(comm.Size())
 	if err != nil {
-		first[0] = int32(comm.Rank())
+		buf[0] = -int64(comm.Rank())
 	}
-	if gerr := mpi.Allreduce(comm, first, first, mpi.Min); gerr != nil {
+	copy(buf[1:], vals)
+	if gerr := mpi.Allreduce(comm, buf, buf, mpi.Max); gerr != nil {
 		if err != nil {
 			return err
 		}
 		return &Error{Op: op, Path: path, Rank: comm.Rank(), Off: -1, Err: gerr}
 	}
-	r := int(first[0])
+	copy(vals, buf[1:])
+	r := int(-buf[0])
 	if r == comm.Size() {
 		return nil
 	}
@@ -222,11 +232,12 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	} else {
 		lerr = checkMode(mode)
 	}
-	// The same mode everywhere: max(mode) == -max(-mode). Only when not
-	// are the modes gathered, to name a rank that differs.
+	// The same mode everywhere: max(mode) == -max(-mode), found in the
+	// agreement on the hints. Only when not are the modes gathered, to
+	// name a rank that differs.
 	mm := []int64{int64(mode), -int64(mode)}
-	if err := mpi.Allreduce(comm, mm, mm, mpi.Max); err != nil {
-		return fail(err)
+	if err := agreeMax(comm, path, "open", lerr, mm); err != nil {
+		return nil, err
 	}
 	if mm[0] != -mm[1] {
 		modes, err := mpi.AllgatherValue(comm, int(mode))
@@ -238,9 +249,9 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 				lerr = fmt.Errorf("%w: rank %d opened with %v, rank %d with %v", ErrMode, r, Mode(m), rank, mode)
 			}
 		}
-	}
-	if err := agree(comm, path, "open", lerr); err != nil {
-		return nil, err
+		if err := agree(comm, path, "open", lerr); err != nil {
+			return nil, err
+		}
 	}
 	dup, err := comm.Dup()
 	if err != nil {
@@ -290,7 +301,14 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		dropCache(f.fd)
 		lerr = f.setup()
 	}
-	if err := f.agree("open", lerr); err != nil {
+	// Cache hints may differ per rank; collective writes cache on the
+	// ranks themselves only when every rank has a cache: max(-cached) is
+	// -1, agreed with the errors.
+	nc := []int64{0}
+	if f.cache != nil {
+		nc[0] = -1
+	}
+	if err := agreeMax(f.comm, path, "open", lerr, nc); err != nil {
 		if f.fd != nil {
 			f.fd.Close()
 		}
@@ -299,21 +317,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return nil, err
 	}
-	// Cache hints may differ per rank; collective writes cache on the
-	// ranks themselves only when every rank has a cache.
-	mine := []int64{0}
-	if f.cache != nil {
-		mine[0] = 1
-	}
-	cached := make([]int64, f.comm.Size())
-	if err := mpi.Allgather(f.comm, mine, cached); err != nil {
-		f.fd.Close()
-		if f.cache != nil {
-			f.cache.close()
-		}
-		return fail(err)
-	}
-	f.allCached = !slices.Contains(cached, 0)
+	f.allCached = nc[0] == -1
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
 	return f, nil
 }

@@ -77,21 +77,34 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 		return f.err("set view", -1, ErrClosed)
 	}
 	v, verr := newView(disp, etype, filetype)
-	// Every rank needs every view for collective operations.
-	var enc []byte
-	if verr == nil {
-		enc = v.marshal()
+	// Every rank needs every view for collective operations. A rank's
+	// error travels in its place (a 1 byte, then the message), so that
+	// this one allgather is also the agreement on errors.
+	enc := []byte{0}
+	if verr != nil {
+		verr = f.err("set view", disp, verr)
+		enc = append([]byte{1}, verr.Error()...)
+	} else {
+		enc = append(enc, v.marshal()...)
 	}
 	all, err := mpi.AllgatherValue(f.comm, enc)
-	if verr == nil {
-		verr = err
+	if err != nil {
+		return f.err("set view", -1, err)
 	}
-	if err := f.agree("set view", f.err("set view", disp, verr)); err != nil {
-		return err
+	for r, b := range all {
+		if len(b) > 0 && b[0] == 1 {
+			if verr != nil {
+				return verr
+			}
+			return &Error{Op: "set view", Path: f.path, Rank: r, Off: -1, Err: fmt.Errorf("%w: %s", ErrRemote, b[1:])}
+		}
 	}
 	views := make([]*view, len(all))
 	for r, b := range all {
-		if views[r], err = unmarshalView(b); err != nil {
+		if len(b) == 0 {
+			return f.err("set view", -1, fmt.Errorf("view of rank %d: %w: empty", r, ErrView))
+		}
+		if views[r], err = unmarshalView(b[1:]); err != nil {
 			return f.err("set view", -1, fmt.Errorf("view of rank %d: %w", r, err))
 		}
 	}
@@ -257,32 +270,20 @@ func chooseAggregators(comm *mpi.Comm, n int) (aggs, hostOf []int, err error) {
 }
 
 // hostNames names every rank's host, as the runtime tells hosts apart
-// (Comm.SplitShared: boot id, host name and mount namespace, so the
+// (Comm.SharedHosts, as SplitShared: boot id, host name and mount namespace, so the
 // namespace hosts of a test cluster, which share a host name, are told
 // apart): by the lowest rank of comm on the host.
 func hostNames(comm *mpi.Comm) ([]string, error) {
 	if testHost != nil {
 		return mpi.AllgatherValue(comm, testHost(comm.Rank()))
 	}
-	sub, err := comm.SplitShared(0)
+	low, err := comm.SharedHosts()
 	if err != nil {
 		return nil, err
 	}
-	low := []int64{int64(comm.Rank())}
-	err = mpi.Allreduce(sub, low, low, mpi.Min)
-	if ferr := sub.Free(); err == nil {
-		err = ferr
-	}
-	if err != nil {
-		return nil, err
-	}
-	all := make([]int64, comm.Size())
-	if err := mpi.Allgather(comm, low, all); err != nil {
-		return nil, err
-	}
-	names := make([]string, len(all))
-	for r, l := range all {
-		names[r] = "host of rank " + strconv.FormatInt(l, 10)
+	names := make([]string, len(low))
+	for r, l := range low {
+		names[r] = "host of rank " + strconv.Itoa(l)
 	}
 	return names, nil
 }
