@@ -546,3 +546,47 @@ func TestHeldWriter(t *testing.T) {
 		t.Fatal("Wait of a held writer never returned")
 	}
 }
+
+// A held writer waits even when its gate is descriptor 0 (this process
+// has no standard input: the pipe takes the lowest free descriptor).
+func TestHeldWriterGateOnFdZero(t *testing.T) {
+	saved, err := unix.Dup(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		unix.Dup2(saved, 0)
+		unix.Close(saved)
+	}()
+	f := snapFile(t) // before 0 is free, so that the gate gets it
+	unix.Close(0)
+	s, err := SnapshotWith(f, []Region{{Mem: make([]byte, 4096)}}, Options{Hold: true})
+	unix.Dup2(saved, 0) // before any check can fail
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+		if err != nil {
+			t.Fatalf("held writer %d ended before Release: %v", s.pid, err)
+		}
+		if len(ents) == 2 { // its file and the gate
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer %d holds %d descriptors, want 2 (file, gate)", s.pid, len(ents))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if st, _ := f.Stat(); st.Size() != 0 {
+		t.Fatalf("held writer wrote %d bytes before Release", st.Size())
+	}
+	if err := s.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := f.Stat(); st.Size() != 4096 {
+		t.Fatalf("file has %d bytes after Wait, want 4096", st.Size())
+	}
+}

@@ -54,8 +54,9 @@ type childArgs struct {
 	cfd, caddr, cn uintptr
 	coff           int64
 	keep           [3]uintptr
-	// gate > 0: the read end of the pipe the child waits on before it
-	// writes (Options.Hold).
+	// hold: the child waits for the end of file on gate, the read end of
+	// a pipe, before it writes (Options.Hold).
+	hold bool
 	gate uintptr
 }
 
@@ -86,7 +87,7 @@ func snapshot(f *os.File, regions []Region, o Options) (*Snap, error) {
 		if err := unix.Pipe2(gate[:], unix.O_CLOEXEC); err != nil {
 			return nil, fmt.Errorf("%w: pipe: %v", ErrUnavailable, err)
 		}
-		a.gate = uintptr(gate[0])
+		a.hold, a.gate = true, uintptr(gate[0])
 		a.keep[2] = a.gate
 	}
 	slices.Sort(a.keep[:])
@@ -202,7 +203,7 @@ func childWrite(a *childArgs) {
 		}
 	}
 	syscall.RawSyscall(unix.SYS_CLOSE_RANGE, next, ^uintptr(0), 0)
-	if a.gate > 0 {
+	if a.hold {
 		// Held: wait until the parent closes the write end (Release, or
 		// its death); the end of file is the signal.
 		var b [1]byte
