@@ -42,9 +42,10 @@
 // safe: the child owns its copy of the address space.
 //
 // SnapshotWith's options make a writer for bytes already acknowledged:
-// Detach (it outlives this process and leaves its process group) and a
+// Detach (it outlives this process and leaves its process group), a
 // commit write after the regions (package mpiio's cache commits its
-// journal record so).
+// journal record so), and Hold (it starts writing at Release, so that it
+// takes no core from its caller before then).
 //
 // Snapshot returns an error wrapping ErrUnavailable when it cannot fork
 // (not Linux, a process limit, memory) or when the environment sets
