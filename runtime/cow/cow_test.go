@@ -358,26 +358,25 @@ func exitHelper() {
 	if err != nil {
 		panic(err)
 	}
-	s, err := Snapshot(f, []Region{{Mem: Bytes(a)}})
-	if err != nil {
-		panic(err)
-	}
 	// Stopped, the writer cannot finish before this process exits. Not
 	// before it is set up (PR_SET_PDEATHSIG, then its descriptors closed:
 	// one left): stopped before it, it would outlive this process
 	// stopped, holding the test's output pipe.
-	stopWhenSetUp(s.pid, 1)
+	s := caught(1, func() (*Snap, error) { return Snapshot(f, []Region{{Mem: Bytes(a)}}) })
 	fmt.Printf("writer %d\n", s.pid)
 	os.Exit(0)
 }
 
 // stopWhenSetUp stops writer pid (SIGSTOP) once it has closed all but
 // fds descriptors, that is, once it is set up (helper processes: panics).
-func stopWhenSetUp(pid, fds int) {
+// It reports false when the writer finished first (on a busy machine this
+// process may not run for the tens of ms a writer needs): callers snapshot
+// again.
+func stopWhenSetUp(pid, fds int) bool {
 	for {
 		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		if err != nil {
-			panic(err)
+			return false
 		}
 		if len(ents) == fds {
 			break
@@ -385,6 +384,23 @@ func stopWhenSetUp(pid, fds int) {
 		time.Sleep(time.Millisecond)
 	}
 	syscall.Kill(pid, syscall.SIGSTOP)
+	return true
+}
+
+// caught runs snap until stopWhenSetUp catches its writer set up (fds
+// descriptors left), a few times at most (helper processes: panics).
+func caught(fds int, snap func() (*Snap, error)) *Snap {
+	for try := 0; try < 20; try++ {
+		s, err := snap()
+		if err != nil {
+			panic(err)
+		}
+		if stopWhenSetUp(s.pid, fds) {
+			return s
+		}
+		s.Wait()
+	}
+	panic("no snapshot writer caught set up in 20 tries")
 }
 
 func BenchmarkSnapshot(b *testing.B) {

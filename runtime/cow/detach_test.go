@@ -114,19 +114,19 @@ func detachHelper(dir string, hold bool) {
 	if err != nil {
 		panic(err)
 	}
-	c.WriteString("....")
-	s, err := SnapshotWith(f, []Region{{Mem: buf}}, Options{Detach: true, CommitFile: c, Commit: Region{Mem: []byte("C"), Off: 2}, Hold: hold})
-	if err != nil {
-		panic(err)
-	}
 	// Stop the writer once it is set up (its two descriptors left, and
 	// a held one its gate), so that it is surely running when the group
 	// is killed.
+	fds := 2
 	if hold {
-		stopWhenSetUp(s.pid, 3)
-	} else {
-		stopWhenSetUp(s.pid, 2)
+		fds = 3
 	}
+	s := caught(fds, func() (*Snap, error) {
+		// A try whose writer finished wrote the commit: start clean.
+		f.Truncate(0)
+		c.WriteAt([]byte("...."), 0)
+		return SnapshotWith(f, []Region{{Mem: buf}}, Options{Detach: true, CommitFile: c, Commit: Region{Mem: []byte("C"), Off: 2}, Hold: hold})
+	})
 	clear(buf) // the snapshot is of the memory at the call
 	os.WriteFile(filepath.Join(dir, "pid"), []byte(strconv.Itoa(s.pid)+"\n"), 0o600)
 	select {}
