@@ -59,6 +59,12 @@ const (
 	// publishChunk: a long message's producer publishes its head (and its
 	// consumer its tail) every this many bytes, so both copy concurrently.
 	publishChunk = 64 << 10
+
+	// fastFrame: frames up to this size (header, body and pad) that need
+	// no wait and do not wrap are sent and received by a path without
+	// loops; longer ones go through put and take, which publish every
+	// publishChunk.
+	fastFrame = 4 << 10
 )
 
 // ring is one direction as seen by one side (producer or consumer).
@@ -159,6 +165,17 @@ func (c *Chan) send(ctx context.Context, hdr, payload []byte) error {
 	r := &c.tx
 	if r.pos&7 != 0 {
 		return fmt.Errorf("%w: head at unaligned position %d", ErrCorrupt, r.pos)
+	}
+	// The common case: a short message that fits, as the cached tail
+	// says, without wrapping: three copies, no loop and no checks
+	// between them (a quarter of the sender's ring cost at 8 bytes).
+	if need, off := frameBytes+n+(-n&7), r.pos&r.mask; need <= fastFrame && r.size()-(r.pos-r.cache) >= need && off+need <= r.size() {
+		f := r.data[off : off+need]
+		binary.LittleEndian.PutUint64(f, frameTag<<48|n)
+		copy(f[frameBytes+copy(f[frameBytes:], hdr):], payload)
+		r.pos += need
+		c.publishTx()
+		return nil
 	}
 	start := r.pos
 	err := c.reserve(ctx, frameBytes)
@@ -392,8 +409,29 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 	if n64 > uint64(maxInt) {
 		return 0, c.rxFail(fmt.Errorf("%w: message of %d bytes", ErrCorrupt, n64), true)
 	}
-	r.pos += frameBytes
 	n := int(n64)
+	// The common case: a short frame that is all there, in one piece,
+	// and at least as long as hdr: copy out of the ring in place, without
+	// take's loops (a third of the receiver's ring cost at 8 bytes).
+	if total, off := frameBytes+n64+(-n64&7), r.pos&r.mask; total <= fastFrame && r.cache-r.pos >= total && off+total <= r.size() && n >= len(hdr) {
+		f := r.data[off+frameBytes : off+frameBytes+n64]
+		copy(hdr, f)
+		n -= len(hdr)
+		var buf []byte
+		if dst != nil {
+			buf = dst(n)
+		}
+		m := copy(buf, f[len(hdr):])
+		r.pos += total
+		if !lazy || r.pos-r.published >= r.size()/4 {
+			c.publishRx()
+		}
+		if m < n {
+			return n, ErrTruncated
+		}
+		return n, nil
+	}
+	r.pos += frameBytes
 	if hdr != nil {
 		if n < len(hdr) {
 			if err := c.take(ctx, nil, n64+(-n64&7)); err != nil {

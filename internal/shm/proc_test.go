@@ -60,7 +60,11 @@ func TestHelperProcess(t *testing.T) {
 
 func runHelper(mode, job, dir string, self, peer, ring, n int) error {
 	ctx := context.Background()
-	c, err := Connect(ctx, job, self, peer, &Options{Dir: dir, RingSize: ring})
+	opt := &Options{Dir: dir, RingSize: ring}
+	if mode == "ratesink" {
+		opt.Spin = rateSpin
+	}
+	c, err := Connect(ctx, job, self, peer, opt)
 	if err != nil {
 		return err
 	}
@@ -98,6 +102,18 @@ func runHelper(mode, job, dir string, self, peer, ring, n int) error {
 			}
 			if _, err := c.Recv(ctx, into); err != nil {
 				return nil
+			}
+		}
+	case "ratesink": // as the runtime receives: envelope, then payload; every 64th message is acked
+		var env [32]byte
+		for i := 1; ; i++ {
+			if _, err := c.RecvSplitIdleExclusive(ctx, nil, 0, env[:], into); err != nil {
+				return nil
+			}
+			if i%rateWindow == 0 {
+				if err := c.Send(ctx, nil, buf[:4]); err != nil {
+					return nil
+				}
 			}
 		}
 	case "sink": // receive; a 1-byte message asks for a 1-byte ack
@@ -212,10 +228,14 @@ func TestPeerKilledWhileSending(t *testing.T) {
 }
 
 func connectHelper(b *testing.B, mode, job string, ring int) (*Chan, *exec.Cmd) {
-	cmd, out := spawn(b, helperCfg{mode: mode, job: job, self: 1, peer: 0, ring: ring})
+	return connectHelperOpt(b, mode, job, &Options{RingSize: ring})
+}
+
+func connectHelperOpt(b *testing.B, mode, job string, opt *Options) (*Chan, *exec.Cmd) {
+	cmd, out := spawn(b, helperCfg{mode: mode, job: job, self: 1, peer: 0, ring: opt.RingSize})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Connect(ctx, job, 0, 1, &Options{RingSize: ring})
+	c, err := Connect(ctx, job, 0, 1, opt)
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -250,6 +270,42 @@ func pingPong(b *testing.B, c *Chan) {
 func BenchmarkPingPong8(b *testing.B) {
 	c, cmd := connectHelper(b, "pong", testJob(b), DefaultRingSize)
 	pingPong(b, c)
+	c.Close()
+	cmd.Wait()
+}
+
+// rateWindow is BenchmarkRate8's window, osu_mbw_mr's; rateSpin its
+// spin, the runtime's when ranks have cores of their own.
+const (
+	rateWindow = 64
+	rateSpin   = time.Millisecond
+)
+
+// BenchmarkRate8 is the ring's share of osu_mbw_mr at 8 bytes: windows of
+// 64 messages (a 32-byte envelope, as the runtime's, and 8 bytes of
+// payload), each acknowledged by the receiver, which receives as the
+// runtime's reader does (RecvSplitIdleExclusive).
+func BenchmarkRate8(b *testing.B) {
+	c, cmd := connectHelperOpt(b, "ratesink", testJob(b), &Options{RingSize: DefaultRingSize, Spin: rateSpin})
+	ctx := context.Background()
+	var env [32]byte
+	payload := make([]byte, 8)
+	ack := make([]byte, 4)
+	into := func(int) []byte { return ack }
+	windows := max(1, b.N/rateWindow)
+	b.ResetTimer()
+	for range windows {
+		for range rateWindow {
+			if err := c.Send(ctx, env[:], payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := c.Recv(ctx, into); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(windows*rateWindow)/b.Elapsed().Seconds()/1e6, "Mmsg/s")
 	c.Close()
 	cmd.Wait()
 }
