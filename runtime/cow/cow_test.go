@@ -508,20 +508,7 @@ func TestHeldWriter(t *testing.T) {
 	}
 	defer s.Wait()
 	// Set up: its file, the commit file and the gate, and nothing else.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
-		if err != nil {
-			t.Fatalf("held writer %d ended before Release: %v", s.pid, err)
-		}
-		if len(ents) == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writer %d holds %d descriptors, want 3 (file, commit file, gate)", s.pid, len(ents))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitHeldSetUp(t, s, 3, "file, commit file, gate")
 	time.Sleep(20 * time.Millisecond)
 	select {
 	case <-s.Done():
@@ -563,6 +550,27 @@ func TestHeldWriter(t *testing.T) {
 	}
 }
 
+// awaitHeldSetUp waits until held writer s has closed all but fds
+// descriptors (named by what), failing if it ends first: a held writer
+// must not end before Release.
+func awaitHeldSetUp(t *testing.T, s *Snap, fds int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
+		if err != nil {
+			t.Fatalf("held writer %d ended before Release: %v", s.pid, err)
+		}
+		if len(ents) == fds {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("writer %d holds %d descriptors, want %d (%s)", s.pid, len(ents), fds, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // A held writer waits even when its gate is descriptor 0 (this process
 // has no standard input: the pipe takes the lowest free descriptor).
 func TestHeldWriterGateOnFdZero(t *testing.T) {
@@ -582,20 +590,7 @@ func TestHeldWriterGateOnFdZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Wait()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid))
-		if err != nil {
-			t.Fatalf("held writer %d ended before Release: %v", s.pid, err)
-		}
-		if len(ents) == 2 { // its file and the gate
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("writer %d holds %d descriptors, want 2 (file, gate)", s.pid, len(ents))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitHeldSetUp(t, s, 2, "file, gate")
 	if st, _ := f.Stat(); st.Size() != 0 {
 		t.Fatalf("held writer wrote %d bytes before Release", st.Size())
 	}
