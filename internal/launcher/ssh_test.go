@@ -500,7 +500,8 @@ func TestParseProbe(t *testing.T) {
 	if err != nil || !r.present || r.sum != "" || r.cached {
 		t.Fatalf("%+v %v", r, err)
 	}
-	for _, bad := range []string{"", "Linux\n", "Linux x\nhome=relative\nproxy=missing\n", "motd\nhome=/h\n"} {
+	for _, bad := range []string{"", "Linux\n", "Linux x\nhome=relative\nproxy=missing\n", "motd\nhome=/h\n",
+		"Linux x\nhome=/\nproxy=present " + sum + "\nproxy\n"} {
 		if _, err := parseProbe(bad); err == nil {
 			t.Errorf("parseProbe(%q) accepted", bad)
 		}

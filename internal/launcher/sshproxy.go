@@ -168,6 +168,11 @@ func parseProbe(out string) (probeResult, error) {
 		case "home":
 			r.home = v
 		case "proxy":
+			// Printed once: a second line (a profile echoing text) must
+			// not leave one line's checksum beside another's state.
+			if seenProxy {
+				return r, fmt.Errorf("unexpected probe output %q: two proxy lines", out)
+			}
 			seenProxy = true
 			f := strings.Fields(v)
 			r.present = len(f) > 0 && f[0] == "present"
