@@ -171,19 +171,11 @@ func (c *Comm) SplitShared(key int) (*Comm, error) {
 	if err := c.intraOnly("SplitShared"); err != nil {
 		return nil, err
 	}
-	k := c.p.nodeKey()
-	all, err := c.allgatherBytes(k[:], tagNode)
+	hosts, err := c.sharedHosts()
 	if err != nil {
 		return nil, err
 	}
-	color := 0
-	for r := 0; r < len(c.group); r++ {
-		if [layoutEntry]byte(all[r*layoutEntry:]) == k {
-			color = r // the host's lowest rank
-			break
-		}
-	}
-	return c.Split(color, key)
+	return c.Split(hosts[c.rank], key) // color: the host's lowest rank
 }
 
 // SharedHosts tells c's ranks apart by host as SplitShared does, without
@@ -195,6 +187,10 @@ func (c *Comm) SharedHosts() ([]int, error) {
 	if err := c.intraOnly("SharedHosts"); err != nil {
 		return nil, err
 	}
+	return c.sharedHosts()
+}
+
+func (c *Comm) sharedHosts() ([]int, error) {
 	k := c.p.nodeKey()
 	all, err := c.allgatherBytes(k[:], tagNode)
 	if err != nil {
