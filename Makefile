@@ -7,8 +7,10 @@ NP          ?= 4
 PREFIX      ?= /usr/local
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT      ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
-# Every command but gompi-proxy, which is built on its own (see build).
-CMDS        := $(filter-out ./cmd/gompi-proxy,$(patsubst %/,./%,$(dir $(wildcard cmd/*/main.go))))
+# The commands on a job's start-up path, linked statically (see build).
+STATIC      := ./cmd/gompiexec ./cmd/gompi-proxy
+# Every other command.
+CMDS        := $(filter-out $(STATIC),$(patsubst %/,./%,$(dir $(wildcard cmd/*/main.go))))
 LDFLAGS     := -X github.com/gompi/gompi/internal/buildinfo.version=$(VERSION) -X github.com/gompi/gompi/internal/buildinfo.commit=$(COMMIT)
 
 .PHONY: install uninstall bench-slurm bench-ckpt bench-io
@@ -16,14 +18,15 @@ LDFLAGS     := -X github.com/gompi/gompi/internal/buildinfo.version=$(VERSION) -
 
 all: build
 
-# gompi-proxy is linked statically (no cgo: Go's own resolver and user lookup): one
-# is started per host and job, and a guard per job, so the dynamic loader's start-up
-# (glibc's CPU feature probing costs most under virtualisation) is paid many times on
-# a job's critical path (docs/control.md, "Start-up costs").
+# gompiexec and gompi-proxy are linked statically (no cgo: Go's own resolver and user
+# lookup): a proxy is started per host and job, and a guard per job, and gompiexec's
+# start is on the way to srun's, so the dynamic loader's start-up (glibc's CPU feature
+# probing costs most under virtualisation) is paid on a job's critical path
+# (docs/control.md, "Start-up costs").
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(CMDS) ./examples/...
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/gompi-proxy
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ $(STATIC)
 
 # Installs every command into $(DESTDIR)$(PREFIX)/bin, their man pages (written by
 # each command's --gen-man) into share/man/man1, and gompiexec's shell completions
@@ -31,7 +34,7 @@ build:
 install:
 	@rm -rf $(BIN)/install && mkdir -p $(BIN)/install
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/install/ $(CMDS)
-	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/install/ ./cmd/gompi-proxy
+	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/install/ $(STATIC)
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions \
 	  $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d

@@ -62,14 +62,18 @@ func TestMakeInstall(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	// gompi-proxy is linked statically: it starts on every host of every
-	// job (docs/control.md, "Start-up costs").
-	if f, err := elf.Open(filepath.Join(p, "bin/gompi-proxy")); err != nil {
-		t.Error(err)
-	} else {
+	// gompi-proxy and gompiexec are linked statically: a proxy starts on
+	// every host of every job, and gompiexec's start is on the way to the
+	// proxies' (docs/control.md, "Start-up costs").
+	for _, cmd := range []string{"gompi-proxy", "gompiexec"} {
+		f, err := elf.Open(filepath.Join(p, "bin", cmd))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
 		for _, prog := range f.Progs {
 			if prog.Type == elf.PT_INTERP {
-				t.Error("bin/gompi-proxy is dynamically linked (make install must build it with CGO_ENABLED=0)")
+				t.Errorf("bin/%s is dynamically linked (make install must build it with CGO_ENABLED=0)", cmd)
 			}
 		}
 		f.Close()
