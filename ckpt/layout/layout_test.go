@@ -187,7 +187,7 @@ func TestDeferredChecksum(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := CopyFile(cache, prefix, 3, f)
-	want := FormatCRC(crc32.Checksum(data, crcTable))
+	want := FormatCRC(crc32.Checksum(data, crcTable()))
 	if err != nil || got.CRC32C != want || got.Size != f.Size {
 		t.Fatalf("flushed entry %+v %v; want crc32c %s", got, err, want)
 	}
@@ -275,7 +275,7 @@ func TestLargeFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := FormatCRC(crc32.Checksum(data, crcTable)); f.Size != int64(len(data)) || f.CRC32C != want {
+	if want := FormatCRC(crc32.Checksum(data, crcTable())); f.Size != int64(len(data)) || f.CRC32C != want {
 		t.Fatalf("wrote %+v, want %d bytes crc32c %s", f, len(data), want)
 	}
 	if err := VerifyFile(prefix, 1, f); err != nil {

@@ -5,9 +5,11 @@ package install
 
 import (
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -77,6 +79,20 @@ func TestMakeInstall(t *testing.T) {
 			}
 		}
 		f.Close()
+	}
+	// Their package init stays cheap: every job starts one gompiexec and a
+	// proxy per host. Allocations, not times, so the check is exact: a
+	// table built at init (the CRC-32C tables cost 0.2-0.6 ms) shows here.
+	for _, cmd := range []string{"gompi-proxy", "gompiexec"} {
+		c := exec.Command(filepath.Join(p, "bin", cmd), "-version")
+		c.Env = append(os.Environ(), "GODEBUG=inittrace=1")
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s -version: %v\n%s", cmd, err, out)
+		}
+		if err := checkInitAllocs(string(out), "github.com/gompi/gompi/", 4096); err != nil {
+			t.Errorf("%s: %v", cmd, err)
+		}
 	}
 	// -version names version and the commit make saw.
 	// (Outside a git checkout make records "unknown".)
@@ -158,4 +174,33 @@ func TestGoInstall(t *testing.T) {
 	if out, err := c.CombinedOutput(); err == nil || !strings.Contains(string(out), "gompi-proxy not found") {
 		t.Errorf("no proxy anywhere: %v %q", err, out)
 	}
+}
+
+// checkInitAllocs reads GODEBUG=inittrace=1 output ("init PKG @T ms, C ms
+// clock, B bytes, A allocs") and names the packages under prefix whose init
+// allocated more than max bytes.
+func checkInitAllocs(trace, prefix string, max int) error {
+	var heavy []string
+	seen := 0
+	for _, line := range strings.Split(trace, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[0] != "init" || f[8] != "bytes," {
+			continue
+		}
+		seen++
+		b, err := strconv.Atoi(f[7])
+		if err != nil {
+			return fmt.Errorf("inittrace line %q: %v", line, err)
+		}
+		if strings.HasPrefix(f[1], prefix) && b > max {
+			heavy = append(heavy, fmt.Sprintf("%s (%d bytes)", f[1], b))
+		}
+	}
+	if seen == 0 {
+		return fmt.Errorf("no inittrace lines in %q", trace)
+	}
+	if len(heavy) > 0 {
+		return fmt.Errorf("package init allocates more than %d bytes (build it on first use): %s", max, strings.Join(heavy, ", "))
+	}
+	return nil
 }
