@@ -8,7 +8,6 @@ package control
 import (
 	"bufio"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -199,7 +198,9 @@ func (c *Conn) Close() error { return c.c.Close() }
 
 // Send writes one message and flushes.
 func (c *Conn) Send(m Msg) error {
-	b, err := json.Marshal(m)
+	// Msg's own encoder, not json.Marshal(m): that would scan and compact
+	// its (valid) output once more, the job's environment included.
+	b, err := m.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("control: encode %s: %w", m.T, err)
 	}
@@ -297,8 +298,10 @@ func (c *Conn) Recv() (Frame, error) {
 	}
 	switch hdr[0] {
 	case FrameMsg:
+		// Directly, not json.Unmarshal(buf, &m): that validates the whole
+		// frame before handing it to the method, which validates it again.
 		var m Msg
-		if err := json.Unmarshal(buf, &m); err != nil {
+		if err := m.UnmarshalJSON(buf); err != nil {
 			return Frame{}, fmt.Errorf("control: bad message: %w", err)
 		}
 		return Frame{Type: FrameMsg, Msg: m}, nil
