@@ -171,15 +171,15 @@ func SweepJob(dir, id string) (int, error) {
 	if dir == "" {
 		dir = DefaultDir()
 	}
-	ents, err := os.ReadDir(dir)
+	names, err := readNames(dir)
 	if err != nil {
 		return 0, err
 	}
 	prefix := filePrefix + JobBase(id) + "."
 	n := 0
 	var first error
-	for _, e := range ents {
-		rest, ok := strings.CutPrefix(e.Name(), prefix)
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, prefix)
 		if !ok {
 			continue
 		}
@@ -187,13 +187,25 @@ func SweepJob(dir, id string) (int, error) {
 		if !ok || key == "" || strings.Trim(key, "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" || !isPair(pair) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err == nil {
+		if err := os.Remove(filepath.Join(dir, name)); err == nil {
 			n++
 		} else if !errors.Is(err, os.ErrNotExist) && first == nil {
 			first = err
 		}
 	}
 	return n, first
+}
+
+// readNames lists dir's names, unsorted: half the CPU of os.ReadDir, which
+// sorts and builds an entry per file (sweeps run at every job's start and
+// end, and /dev/shm may hold many files).
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(-1)
 }
 
 func isPair(s string) bool {

@@ -27,16 +27,17 @@ func SweepDead(dir string, unfinished time.Duration) (int, error) {
 	if dir == "" {
 		dir = DefaultDir()
 	}
-	ents, err := os.ReadDir(dir)
+	// Names only, unsorted: every proxy start lists the directory, which
+	// on a shared host holds many files; deadFile checks the type.
+	names, err := readNames(dir)
 	if err != nil {
 		return 0, err
 	}
 	ns, uid := pidNS(), uint32(os.Getuid())
 	n := 0
 	var first error
-	for _, e := range ents {
-		name := e.Name()
-		if !strings.HasPrefix(name, filePrefix) || !e.Type().IsRegular() {
+	for _, name := range names {
+		if !strings.HasPrefix(name, filePrefix) {
 			continue
 		}
 		path := filepath.Join(dir, name)

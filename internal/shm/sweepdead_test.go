@@ -4,9 +4,11 @@ package shm
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -72,5 +74,62 @@ func TestSweepDead(t *testing.T) {
 		if n, _ := SweepDead(dir, time.Minute); n != 0 {
 			t.Error("another user's file was swept")
 		}
+	}
+}
+
+// Only regular files are swept: a FIFO, a directory or a symlink named like
+// a rendezvous file (old enough to count as unfinished) stays, and the
+// FIFO's open does not block the sweep.
+func TestSweepDeadSkipsNonRegular(t *testing.T) {
+	dir := t.TempDir()
+	long := time.Now().Add(-time.Hour)
+	stale := filepath.Join(dir, Name("stale.k", 0, 1))
+	os.WriteFile(stale, nil, 0o600)
+	target := filepath.Join(dir, "target")
+	os.WriteFile(target, nil, 0o600)
+	fifo := filepath.Join(dir, Name("fifo.k", 0, 1))
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, Name("dir.k", 0, 1))
+	os.Mkdir(sub, 0o700)
+	link := filepath.Join(dir, Name("link.k", 0, 1))
+	os.Symlink(target, link)
+	for _, p := range []string{stale, target, fifo, sub} {
+		os.Chtimes(p, long, long)
+	}
+	done := make(chan struct{})
+	var n int
+	var err error
+	go func() { n, err = SweepDead(dir, time.Minute); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("SweepDead blocked")
+	}
+	if err != nil || n != 1 {
+		t.Fatalf("swept %d, %v; want 1 (the stale regular file)", n, err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("stale file kept")
+	}
+	for _, p := range []string{fifo, sub, link, target} {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed", filepath.Base(p))
+		}
+	}
+}
+
+// BenchmarkSweeps is a proxy's two sweeps (SweepDead at a job's start,
+// SweepJob at its end) over a directory of 300 other files, as a shared
+// host's /dev/shm may hold.
+func BenchmarkSweeps(b *testing.B) {
+	dir := b.TempDir()
+	for i := 0; i < 300; i++ {
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("other-%d", i)), nil, 0o600)
+	}
+	for b.Loop() {
+		SweepDead(dir, time.Minute)
+		SweepJob(dir, "job")
 	}
 }
