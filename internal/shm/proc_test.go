@@ -310,6 +310,47 @@ func BenchmarkRate8(b *testing.B) {
 	cmd.Wait()
 }
 
+// BenchmarkRate8Reader is BenchmarkRate8 as a rank runs it: the sender's
+// acknowledgements are received by another goroutine (the runtime's
+// reader), which spins on the other ring while the sender sends, so the
+// two threads' state in the Chan must not share cache lines.
+func BenchmarkRate8Reader(b *testing.B) {
+	c, cmd := connectHelperOpt(b, "ratesink", testJob(b), &Options{RingSize: DefaultRingSize, Spin: rateSpin})
+	ctx, cancel := context.WithCancel(context.Background())
+	acks := make(chan error, 1)
+	go func() {
+		ack := make([]byte, 4)
+		into := func(int) []byte { return ack }
+		for {
+			_, err := c.RecvSplitIdleExclusive(ctx, nil, 0, nil, into)
+			acks <- err
+			if err != nil {
+				return
+			}
+		}
+	}()
+	var env [32]byte
+	payload := make([]byte, 8)
+	windows := max(1, b.N/rateWindow)
+	b.ResetTimer()
+	for range windows {
+		for range rateWindow {
+			if err := c.Send(ctx, env[:], payload); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-acks; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(windows*rateWindow)/b.Elapsed().Seconds()/1e6, "Mmsg/s")
+	cancel()
+	<-acks
+	c.Close()
+	cmd.Wait()
+}
+
 // BenchmarkPingPong8Oversubscribed: the same while a second pair of
 // processes ping-pongs too: 4 processes on this machine's 2 cores.
 func BenchmarkPingPong8Oversubscribed(b *testing.B) {
