@@ -72,7 +72,7 @@ func (c *Comm) irecvNowSlot(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag 
 	case l.xdone && s != nil:
 		r = &s.req // pending, seen by no one else yet
 		r.status, r.err = l.xst, l.xerr
-		r.state.Store(reqComplete)
+		r.setLocal(reqComplete)
 		l.xerr = nil
 		l.xn++
 	case l.xdone:
@@ -96,7 +96,7 @@ func (l *shmLink) doneReq(st Status, err error) *Request {
 	r := &l.reqSlab[0]
 	l.reqSlab = l.reqSlab[1:]
 	r.status, r.err = st, err
-	r.state.Store(reqComplete)
+	r.setLocal(reqComplete) // not returned yet
 	return r
 }
 
