@@ -561,7 +561,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 	}
 	if l.rerr != nil {
 		err = l.rerr
-	} else if errors.Is(err, shm.ErrTruncated) && l.rop != nil {
+	} else if err != nil && l.rop != nil && errors.Is(err, shm.ErrTruncated) {
 		err = nil // a short user buffer: the message was consumed
 	}
 	if err != nil {
