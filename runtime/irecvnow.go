@@ -42,7 +42,9 @@ func (c *Comm) irecvNowInto(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag 
 // when s is nil.
 func (c *Comm) irecvNowSlot(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag int) *Request {
 	p := c.p
-	if src < 0 || src >= len(c.group) {
+	// The engine first: with a window posted it is not empty, and then
+	// nothing else needs looking at.
+	if !p.eng.empty() || src < 0 || src >= len(c.group) {
 		return nil
 	}
 	w := c.group[src]
@@ -51,7 +53,7 @@ func (c *Comm) irecvNowSlot(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag 
 	}
 	pe := p.peers[w]
 	l := pe.shmL.Load()
-	if l == nil || !p.eng.empty() || !l.tok.CompareAndSwap(tokFree, tokHelper) {
+	if l == nil || !l.tok.CompareAndSwap(tokFree, tokHelper) {
 		return nil
 	}
 	if pe.dead.Load() || p.errClosed() != nil || !p.eng.empty() || l.bye || l.rxErr != nil || !l.ch.PendingExclusive() {
@@ -72,7 +74,7 @@ func (c *Comm) irecvNowSlot(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag 
 	case l.xdone && s != nil:
 		r = &s.req // pending, seen by no one else yet
 		r.status, r.err = l.xst, l.xerr
-		r.state.Store(reqComplete)
+		r.setLocal(reqComplete)
 		l.xerr = nil
 		l.xn++
 	case l.xdone:
@@ -96,7 +98,7 @@ func (l *shmLink) doneReq(st Status, err error) *Request {
 	r := &l.reqSlab[0]
 	l.reqSlab = l.reqSlab[1:]
 	r.status, r.err = st, err
-	r.state.Store(reqComplete)
+	r.setLocal(reqComplete) // not returned yet
 	return r
 }
 

@@ -67,7 +67,7 @@ func Recv[T Number](c *Comm, buf []T, src, tag int) (Status, error) {
 	// made the garbage collector run every few milliseconds.
 	rr := recvReqs.Get().(*recvReq)
 	st, err := c.irecvInto(rr, c.ctx, asBytes(buf), sizeOf[T](), src, tag, false).Wait(context.Background())
-	if rr.req.isDone() && !rr.req.asked.Load() && !rr.op.shared {
+	if rr.req.isDone() && !rr.req.asked() && !rr.op.shared {
 		*rr = recvReq{}
 		recvReqs.Put(rr)
 	}

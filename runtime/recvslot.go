@@ -61,7 +61,7 @@ func (s *RecvSlot) reset() bool {
 		if !r.isDone() {
 			return false
 		}
-		if r.asked.Load() {
+		if r.asked() {
 			// complete still holds mu while it closes done.
 			r.mu.Lock()
 			r.mu.Unlock() //lint:ignore SA2001 waiting for complete to leave is the point
@@ -83,8 +83,7 @@ func (s *RecvSlot) reset() bool {
 	s.cur = op
 	// Only what is set is cleared: every pointer store costs a write
 	// barrier while the garbage collector runs.
-	r.state.Store(reqPending)
-	r.asked.Store(false)
+	r.setLocal(reqPending) // its owner saw it complete: no one else looks
 	if r.done != nil {
 		r.done = nil
 	}

@@ -24,12 +24,17 @@ var ErrCancelled = errors.New("mpi: request cancelled")
 // Request is a pending non-blocking operation. It completes once; Wait,
 // Test and Done may be used from any goroutine.
 //
-// Fields are ordered so that none is padded: a posted receive allocates
+// Fields are ordered so that little is padded (4 bytes after mu: the size
+// is 112 bytes, as with a separate Done flag): a posted receive allocates
 // one (with its recvOp) per message, and at millions of messages a second
 // the garbage collector's work is their bytes.
 type Request struct {
-	state  atomic.Uint32 // reqPending, reqCompleting, reqComplete
-	asked  atomic.Bool   // Done was called: complete must take mu and close done
+	// state is reqPending, reqCompleting or reqComplete, plus reqAsked
+	// once Done was called (complete must then take mu and close done).
+	// One word, so that completing a request no one asked a channel of is
+	// one atomic operation. It is accessed atomically, except by the owner
+	// of a request no one else can see yet (setLocal).
+	state  uint32
 	mu     sync.Mutex    // guards done
 	done   chan struct{} // made on demand by Done (most waits never need it)
 	status Status
@@ -56,8 +61,10 @@ func (r *Request) shmLink() *shmLink {
 
 const (
 	reqPending    = iota
-	reqCompleting // status and err being written
-	reqComplete   // status and err final
+	reqCompleting     // status and err being written
+	reqComplete       // status and err final
+	reqAsked      = 4 // flag: Done was called
+	reqPhase      = 3 // the mask of the states above
 )
 
 // closedChan is the Done channel of requests completed before anyone
@@ -76,31 +83,65 @@ func doneRequest(err error) *Request {
 	return r
 }
 
+// setLocal sets the state with a plain store: only for a request that no
+// other goroutine can see (not yet returned, or a slot being reused after
+// its owner saw it complete). The request's publication (the engine's
+// lock, or returning it) orders the store before any other access.
+func (r *Request) setLocal(state uint32) { r.state = state }
+
 // complete records the result; only the first call counts.
 func (r *Request) complete(st Status, err error) {
-	if !r.state.CompareAndSwap(reqPending, reqCompleting) {
-		return
+	for {
+		s := atomic.LoadUint32(&r.state)
+		if s&reqPhase != reqPending {
+			return
+		}
+		if atomic.CompareAndSwapUint32(&r.state, s, s|reqCompleting) {
+			break
+		}
 	}
 	r.status, r.err = st, err
-	// Done sets asked before it looks at state; we look at asked after
-	// our CAS on state (both sequentially consistent), so if Done saw the
-	// request pending, we see asked and close its channel under mu. A
-	// request no one asked a channel of completes with one store, its last
-	// touch: Recv recycles such requests as soon as it sees them complete.
-	if r.asked.Load() {
-		r.mu.Lock()
-		r.state.Store(reqComplete)
-		if r.done != nil {
-			close(r.done)
-		}
-		r.mu.Unlock()
-		return
+	r.publish()
+}
+
+// completeOwned is complete for a receive that only the caller can
+// complete: an eager message's, whose operation the caller took out of the
+// posted queue under the engine's lock (which is what Cancel and peer
+// failures complete from). A request no one asked a channel of completes
+// with one compare-and-swap, its last touch.
+func (r *Request) completeOwned(st Status, err error) {
+	r.status, r.err = st, err
+	if !atomic.CompareAndSwapUint32(&r.state, reqPending, reqComplete) {
+		r.publishAsked()
 	}
-	r.state.Store(reqComplete)
+}
+
+// publish ends complete once status and err are written.
+func (r *Request) publish() {
+	// Done adds reqAsked to the state before it looks at the phase, so if
+	// Done saw the request pending or completing, this CAS fails and we
+	// close its channel under mu. Without it the CAS is our last touch:
+	// Recv recycles requests it sees complete without reqAsked.
+	if !atomic.CompareAndSwapUint32(&r.state, reqCompleting, reqComplete) {
+		r.publishAsked()
+	}
+}
+
+// publishAsked completes a request Done was called on.
+func (r *Request) publishAsked() {
+	r.mu.Lock()
+	atomic.StoreUint32(&r.state, reqComplete|reqAsked)
+	if r.done != nil {
+		close(r.done)
+	}
+	r.mu.Unlock()
 }
 
 // isDone reports whether r completed (its status and err are final).
-func (r *Request) isDone() bool { return r.state.Load() == reqComplete }
+func (r *Request) isDone() bool { return atomic.LoadUint32(&r.state)&reqPhase == reqComplete }
+
+// asked reports whether Done was called on r.
+func (r *Request) asked() bool { return atomic.LoadUint32(&r.state)&reqAsked != 0 }
 
 // Done is closed when the request completes; use it in select. The
 // channel is made on the first call (a request that completes before
@@ -111,9 +152,12 @@ func (r *Request) Done() <-chan struct{} {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.asked.Store(true)
 	for {
-		switch r.state.Load() {
+		s := atomic.LoadUint32(&r.state)
+		if s&reqAsked == 0 && !atomic.CompareAndSwapUint32(&r.state, s, s|reqAsked) {
+			continue
+		}
+		switch s & reqPhase {
 		case reqComplete:
 			return closedChan
 		case reqPending:
@@ -122,8 +166,8 @@ func (r *Request) Done() <-chan struct{} {
 			}
 			return r.done
 		}
-		// Completing: the completer may have missed asked and will
-		// just store reqComplete, or it saw it and waits for mu.
+		// Completing: the completer's CAS will fail on reqAsked and
+		// it waits for mu to close the channel.
 		r.mu.Unlock()
 		runtime.Gosched()
 		r.mu.Lock()

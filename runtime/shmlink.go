@@ -561,7 +561,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 	}
 	if l.rerr != nil {
 		err = l.rerr
-	} else if errors.Is(err, shm.ErrTruncated) && l.rop != nil {
+	} else if err != nil && l.rop != nil && errors.Is(err, shm.ErrTruncated) {
 		err = nil // a short user buffer: the message was consumed
 	}
 	if err != nil {
@@ -576,7 +576,7 @@ func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err 
 	case frameEager:
 		src, tag := int(h.Src), int(h.Tag)
 		if op := l.rop; op != nil {
-			l.complete(op, src, tag, n)
+			l.completeEager(op, src, tag, n)
 			break
 		}
 		m := &message{ctx: h.Ctx, src: src, tag: tag, srcWorld: pe.rank, data: l.rdata}
@@ -643,6 +643,22 @@ func (l *shmLink) complete(op *recvOp, src, tag, n int) {
 	}
 	k := min(n, len(op.buf))
 	l.finish(op, recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
+}
+
+// completeEager is complete for an eager frame's receive, which claimEager
+// took for this link alone: no one else can complete it.
+func (l *shmLink) completeEager(op *recvOp, src, tag, n int) {
+	if op.alloc {
+		l.p.deliver(op, src, tag, l.rdata)
+		return
+	}
+	k := min(n, len(op.buf))
+	st, err := recvStatus(op, src, tag, k), truncErr(n, len(op.buf))
+	if op == &l.xop {
+		l.xst, l.xerr, l.xdone = st, err, true
+		return
+	}
+	op.req.completeOwned(st, err)
 }
 
 // dst runs inside Recv once the header is in l.hb and the payload length
