@@ -89,6 +89,8 @@ func main() {
 	if guard != "" {
 		started = proxy.StartGuard(guard)
 	}
+	// So is the topology's lookup (the PATH search for lstopo, the cache).
+	topo := proxy.PrefetchTopo()
 	stream, err := sessionStream(ctx)
 	if err != nil {
 		if started != nil {
@@ -97,7 +99,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gompi-proxy: %v\n", err)
 		os.Exit(1)
 	}
-	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard, Started: started,
+	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard, Started: started, Topo: topo,
 		ReplayIOCache: func(dir string) error { _, err := journal.ReplayDir(dir); return err }})
 	if errors.Is(err, context.Canceled) {
 		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.

@@ -53,6 +53,9 @@ type Config struct {
 	// or ends it (Abandon) when it returns before starting any. Nil: Run
 	// starts the guard itself when the job's ranks are about to start.
 	Started *Guard
+	// Topo is the topology lookup started with PrefetchTopo while the
+	// session was set up. Nil: Run starts it before it waits for the job.
+	Topo *Topo
 	// ReplayIOCache brings the unflushed extents of a node-local MPI-IO
 	// cache directory to their files (the job's IOCacheDirs, before any
 	// rank starts). The command supplies runtime/mpiio/journal.ReplayDir:
@@ -129,6 +132,9 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	defer sess.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if cfg.Topo == nil {
+		cfg.Topo = PrefetchTopo()
+	}
 	p := &proxy{cfg: cfg, log: cfg.Log, ctx: ctx, noFinalize: map[int]bool{}}
 	defer func() {
 		if cfg.Started != nil && !p.guardAdopted {
@@ -333,7 +339,7 @@ func (p *proxy) start() error {
 			return fmt.Errorf("proxy: host %s: replaying the MPI-IO cache %s: %w", p.job.Host, dir, err)
 		}
 	}
-	p.topo = topoEnv(p.ctx, p.job.Env)
+	p.topo = topoEnv(p.ctx, p.job.Env, p.cfg.Topo)
 	p.sweptDead = make(chan struct{})
 	go func() { p.sweepDeadShm(); close(p.sweptDead) }()
 	p.reaper = newReaper()

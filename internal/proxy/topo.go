@@ -24,10 +24,35 @@ import (
 // working. The XML is cached per boot and CPU/memory set, so a job whose
 // cgroup allows other CPUs gets its own.
 
+// Topo is the node's topology lookup, started before the job is known
+// (PrefetchTopo) so that its file system work (the PATH search for lstopo,
+// the boot id, the cache directory's checks) overlaps the session's start
+// and the job's arrival instead of delaying the first rank.
+type Topo struct {
+	done   chan struct{}
+	lstopo string // lstopo-no-graphics, "" if not installed
+	path   string // the cache file for this boot and CPU set
+	cached bool   // path held the topology when looked up
+	err    error
+}
+
+// PrefetchTopo starts the lookup in the background; pass it as
+// Config.Topo. It only reads: lstopo runs, when the cache is missing,
+// after the job has been received and has not turned sharing off.
+func PrefetchTopo() *Topo {
+	t := &Topo{done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		t.lstopo, t.path, t.cached, t.err = topoLookup()
+	}()
+	return t
+}
+
 // topoEnv returns the variables that share this node's topology with the
 // ranks, or nil when hwloc's lstopo is not installed, sharing is turned off
-// (GOMPI_TOPO=0), or the job sets HWLOC_XMLFILE itself.
-func topoEnv(ctx context.Context, jobEnv []string) []string {
+// (GOMPI_TOPO=0), or the job sets HWLOC_XMLFILE itself. pre is the lookup
+// started before the job arrived (nil: look up now).
+func topoEnv(ctx context.Context, jobEnv []string, pre *Topo) []string {
 	if os.Getenv("GOMPI_TOPO") == "0" || os.Getenv("HWLOC_XMLFILE") != "" {
 		return nil
 	}
@@ -36,23 +61,43 @@ func topoEnv(ctx context.Context, jobEnv []string) []string {
 			return nil
 		}
 	}
-	path, err := topoFile(ctx)
+	if pre == nil {
+		pre = PrefetchTopo()
+	}
+	path, err := pre.file(ctx)
 	if err != nil {
 		return nil
 	}
 	return []string{"HWLOC_XMLFILE=" + path, "HWLOC_THISSYSTEM=1"}
 }
 
-// topoFile returns the cached topology XML for this boot and CPU set,
-// creating it with lstopo when missing.
-func topoFile(ctx context.Context) (string, error) {
-	lstopo, err := exec.LookPath("lstopo-no-graphics")
+// file returns the cached topology XML for this boot and CPU set,
+// creating it with lstopo when it was missing.
+func (t *Topo) file(ctx context.Context) (string, error) {
+	select {
+	case <-t.done:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	if t.err != nil {
+		return "", t.err
+	}
+	if t.cached {
+		return t.path, nil
+	}
+	return topoGenerate(ctx, t.lstopo, t.path)
+}
+
+// topoLookup finds lstopo and the cache file for this boot and CPU set,
+// and whether that file is there already.
+func topoLookup() (lstopo, path string, cached bool, err error) {
+	lstopo, err = exec.LookPath("lstopo-no-graphics")
 	if err != nil {
-		return "", err
+		return "", "", false, err
 	}
 	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
-		return "", err
+		return "", "", false, err
 	}
 	h := sha256.New()
 	h.Write(bytes.TrimSpace(boot))
@@ -67,12 +112,15 @@ func topoFile(ctx context.Context) (string, error) {
 	// Checked before the cache is trusted: another user could have made
 	// the directory, and every MPICH rank loads the XML in it.
 	if err := privdir.Ensure(dir); err != nil {
-		return "", fmt.Errorf("topology cache: %w", err)
+		return "", "", false, fmt.Errorf("topology cache: %w", err)
 	}
-	path := filepath.Join(dir, "topo-"+hex.EncodeToString(h.Sum(nil))[:16]+".xml")
-	if fi, err := os.Lstat(path); err == nil && fi.Mode().IsRegular() && fi.Size() > 0 {
-		return path, nil
-	}
+	path = filepath.Join(dir, "topo-"+hex.EncodeToString(h.Sum(nil))[:16]+".xml")
+	fi, err := os.Lstat(path)
+	return lstopo, path, err == nil && fi.Mode().IsRegular() && fi.Size() > 0, nil
+}
+
+// topoGenerate writes the topology lstopo reports to path.
+func topoGenerate(ctx context.Context, lstopo, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, lstopo, "--of", "xml", "-").Output()
