@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +101,7 @@ type proxy struct {
 	killing    bool
 	noFinalize map[int]bool     // ranks whose PMI connection closed without finalize
 	appEnv     map[int]*envList // merged base environment per app
+	appPaths   map[int]appPath  // each app's executable, searched once
 	topo       []string         // shares the node's hwloc topology with ranks (topo.go)
 }
 
@@ -442,8 +444,11 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	if len(app.Argv) == 0 {
 		return nil, fmt.Errorf("rank %d: empty command", rs.Rank)
 	}
-	cmd := exec.Command(app.Argv[0], app.Argv[1:]...)
-	cmd.Dir = app.Wdir
+	path, err := p.appPath(rs.AppNum, app.Argv[0])
+	if err != nil {
+		return nil, err
+	}
+	cmd := &exec.Cmd{Path: path, Args: app.Argv, Dir: app.Wdir}
 	r := &rank{spec: rs}
 	var closeAfter []*os.File
 	defer func() {
@@ -706,6 +711,35 @@ func (p *proxy) terminate() {
 	p.killAll(syscall.SIGTERM)
 	grace := time.Duration(p.job.GraceMS) * time.Millisecond
 	time.AfterFunc(grace, func() { p.killAll(syscall.SIGKILL) })
+}
+
+// appPath is an app's executable as exec.Command finds it: a bare name
+// is searched in the proxy's PATH, the same for every rank of the app, so
+// once per app rather than once per rank.
+type appPath struct {
+	path string
+	err  error
+}
+
+func (p *proxy) appPath(app int, name string) (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if a, ok := p.appPaths[app]; ok {
+		return a.path, a.err
+	}
+	a := appPath{path: name}
+	if filepath.Base(name) == name {
+		lp, err := exec.LookPath(name)
+		if lp != "" {
+			a.path = lp
+		}
+		a.err = err
+	}
+	if p.appPaths == nil {
+		p.appPaths = map[int]appPath{}
+	}
+	p.appPaths[app] = a
+	return a.path, a.err
 }
 
 // minimalEnv is what -genvnone keeps from the proxy's own environment.
