@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -132,26 +131,48 @@ func startGuard(path string) (int, *os.File, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	cmd := exec.Command(guardShell, "-c", guardScript, path)
-	// The connect-back secret stays with the proxy (it may still be in the
-	// environment when StartGuard runs).
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, launcher.ConnectSecretEnv+"=") && !strings.HasPrefix(kv, launcher.ConnectEnv+"=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Stdin = r // stdout and stderr: /dev/null, so it never holds the session
-	// No Pdeathsig: it must outlive the proxy to do its job.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
-	r.Close()
+	defer r.Close()
+	// stdout and stderr: /dev/null, so it never holds the session.
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		w.Close()
 		return 0, nil, fmt.Errorf("start guard: %w", err)
 	}
-	pid := cmd.Process.Pid
-	cmd.Process.Release() // reaped by the reaper (it is in the group)
+	defer null.Close()
+	// The connect-back secret stays with the proxy (it may still be in the
+	// environment when StartGuard runs).
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, launcher.ConnectSecretEnv+"=") && !strings.HasPrefix(kv, launcher.ConnectEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	// syscall.ForkExec rather than os/exec: the guard is reaped by the
+	// reaper, so it needs no pidfd, and os/exec's first start would first
+	// check whether pidfds work (a vfork and a wait) on the way to the
+	// guard's fork; warmProcStart makes that check alongside, for the
+	// ranks. No Pdeathsig: the guard must outlive the proxy to do its job.
+	pid, err := syscall.ForkExec(guardShell, []string{guardShell, "-c", guardScript, path}, &syscall.ProcAttr{
+		Env:   env,
+		Files: []uintptr{r.Fd(), null.Fd(), null.Fd()},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		w.Close()
+		return 0, nil, fmt.Errorf("start guard: %w", &os.PathError{Op: "fork/exec", Path: guardShell, Err: err})
+	}
 	return pid, w, nil
+}
+
+// warmProcStart has Go's os package find out, in the background, whether
+// pidfds work: it does so once per process, at the first start through
+// os/exec otherwise, which would be the first rank's.
+func warmProcStart() {
+	go func() {
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Release()
+		}
+	}()
 }
 
 // tellGuard gives the guard on w its job: the job id and the directories
@@ -187,6 +208,7 @@ type Guard struct {
 // Run gives it the job, or ends it when no rank starts.
 func StartGuard(path string) *Guard {
 	g := &Guard{done: make(chan struct{})}
+	warmProcStart()
 	go func() {
 		defer close(g.done)
 		g.pid, g.w, g.err = startGuard(path)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/control"
+	"github.com/gompi/gompi/internal/launcher"
 )
 
 // The reaper delivers each child's status, in the group or not, including
@@ -202,4 +203,48 @@ func TestStartedGuardAbandoned(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 	gone(g)
+}
+
+// The guard (forked without os/exec) holds only its pipe and /dev/null:
+// not the session (stdout), not the connect-back address and secret, not
+// any other descriptor of the proxy's.
+func TestGuardInherits(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(launcher.ConnectSecretEnv, "00112233445566778899aabbccddeeff")
+	t.Setenv(launcher.ConnectEnv, "127.0.0.1:1")
+	open, err := os.Open(dir) // a descriptor of the proxy's
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	script := "#!/bin/sh\nenv > " + dir + "/env\no=$(readlink /proc/$$/fd/1 /proc/$$/fd/2); f=$(readlink /proc/$$/fd/*)\necho \"$o\" > " + dir + "/out\necho \"$f\" > " + dir + "/fds\nkill -KILL 0\n"
+	path := dir + "/gompi-proxy"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pid, w, err := startGuard(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(dir + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if env := read("env"); strings.Contains(env, "GOMPI_CONNECT") || !strings.Contains(env, "PATH=") {
+		t.Errorf("guard's environment:\n%s", env)
+	}
+	if out := read("out"); out != "/dev/null\n/dev/null\n" {
+		t.Errorf("guard's stdout and stderr: %q, want /dev/null", out)
+	}
+	if fds := read("fds"); strings.Contains(fds, dir+"\n") {
+		t.Errorf("guard holds the proxy's descriptor of %s:\n%s", dir, fds)
+	}
 }
