@@ -305,15 +305,28 @@ func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int
 // (zero, or reset for reuse: RecvSlot).
 func (c *Comm) irecvOp(req *Request, op *recvOp, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
 	if err := c.initRecvOp(op, ctx, buf, elem, src, tag); err != nil {
-		if err == errProcNull {
-			req.complete(procNullStatus, nil)
-		} else {
-			req.complete(Status{}, err)
-		}
+		failInit(req, err)
 		return req
 	}
 	op.alloc = alloc
-	op.req = req
+	return c.postOp(req, op)
+}
+
+// failInit completes req with initRecvOp's error (ProcNull: at once, no
+// error).
+func failInit(req *Request, err error) {
+	if err == errProcNull {
+		req.complete(procNullStatus, nil)
+	} else {
+		req.complete(Status{}, err)
+	}
+}
+
+// postOp posts op, filled in by initRecvOp, as req's operation.
+func (c *Comm) postOp(req *Request, op *recvOp) *Request {
+	if op.req != req { // a reused slot's is already: spare the write barrier
+		op.req = req
+	}
 	req.op = op
 	m, err := c.p.eng.post(op)
 	if err != nil {
