@@ -380,14 +380,24 @@ func (p *proc) deliver(op *recvOp, src, tag int, data []byte) {
 }
 
 func recvStatus(op *recvOp, src, tag, n int) Status {
-	return Status{Source: src, Tag: tag, Count: n / op.elem, Bytes: n}
+	c := n
+	if op.elem != 1 { // bytes need no division (tens of cycles a message)
+		c = n / op.elem
+	}
+	return Status{Source: src, Tag: tag, Count: c, Bytes: n}
 }
 
+// truncErr is ErrTruncate's error for a msg-byte message into a buf-byte
+// buffer, or nil. The check is inlined; the error is made out of line.
 func truncErr(msg, buf int) error {
 	if msg > buf {
-		return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+		return errTruncated(msg, buf)
 	}
 	return nil
+}
+
+func errTruncated(msg, buf int) error {
+	return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
 }
 
 // dispatch handles one incoming frame from pe; r yields its payload.
