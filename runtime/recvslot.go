@@ -170,7 +170,13 @@ func waitAll(ctx context.Context, st []Status, reqs []*Request) error {
 		if r == nil {
 			continue
 		}
-		s, err := r.Wait(ctx)
+		var s Status
+		var err error
+		if r.isDone() { // nearly always by now: Wait is not inlined
+			s, err = r.status, r.err
+		} else {
+			s, err = r.Wait(ctx)
+		}
 		if st != nil {
 			st[i] = s
 		}
