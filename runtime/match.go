@@ -49,6 +49,7 @@ type engine struct {
 	posted     fifo[recvOp]
 	unexpected fifo[message]
 	failed     map[int]failure // world rank -> why
+	anyFailed  bool            // len(failed) > 0, without reaching the map on every post
 	closed     error
 	changed    chan struct{} // closed and replaced when unexpected grows or peers fail
 
@@ -114,7 +115,7 @@ func (e *engine) empty() bool { return !e.queued.Load() }
 // deadSourceLocked says whether r waits on a failed peer: its own source,
 // or for AnySource any member that failed without finalizing.
 func (e *engine) deadSourceLocked(r *recvOp) error {
-	if len(e.failed) == 0 {
+	if !e.anyFailed {
 		return nil
 	}
 	if r.srcWorld >= 0 {
@@ -263,6 +264,7 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 	e.mu.Lock()
 	if _, ok := e.failed[w]; !ok {
 		e.failed[w] = failure{err: err, orderly: orderly}
+		e.anyFailed = true
 	}
 	var dead []*recvOp
 	all := e.posted.items()

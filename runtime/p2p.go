@@ -305,15 +305,28 @@ func (c *Comm) irecvInto(rr *recvReq, ctx uint32, buf []byte, elem, src, tag int
 // (zero, or reset for reuse: RecvSlot).
 func (c *Comm) irecvOp(req *Request, op *recvOp, ctx uint32, buf []byte, elem, src, tag int, alloc bool) *Request {
 	if err := c.initRecvOp(op, ctx, buf, elem, src, tag); err != nil {
-		if err == errProcNull {
-			req.complete(procNullStatus, nil)
-		} else {
-			req.complete(Status{}, err)
-		}
+		failInit(req, err)
 		return req
 	}
 	op.alloc = alloc
-	op.req = req
+	return c.postOp(req, op)
+}
+
+// failInit completes req with initRecvOp's error (ProcNull: at once, no
+// error).
+func failInit(req *Request, err error) {
+	if err == errProcNull {
+		req.complete(procNullStatus, nil)
+	} else {
+		req.complete(Status{}, err)
+	}
+}
+
+// postOp posts op, filled in by initRecvOp, as req's operation.
+func (c *Comm) postOp(req *Request, op *recvOp) *Request {
+	if op.req != req { // a reused slot's is already: spare the write barrier
+		op.req = req
+	}
 	req.op = op
 	m, err := c.p.eng.post(op)
 	if err != nil {
@@ -367,14 +380,24 @@ func (p *proc) deliver(op *recvOp, src, tag int, data []byte) {
 }
 
 func recvStatus(op *recvOp, src, tag, n int) Status {
-	return Status{Source: src, Tag: tag, Count: n / op.elem, Bytes: n}
+	c := n
+	if op.elem != 1 { // bytes need no division (tens of cycles a message)
+		c = n / op.elem
+	}
+	return Status{Source: src, Tag: tag, Count: c, Bytes: n}
 }
 
+// truncErr is ErrTruncate's error for a msg-byte message into a buf-byte
+// buffer, or nil. The check is inlined; the error is made out of line.
 func truncErr(msg, buf int) error {
 	if msg > buf {
-		return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+		return errTruncated(msg, buf)
 	}
 	return nil
+}
+
+func errTruncated(msg, buf int) error {
+	return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
 }
 
 // dispatch handles one incoming frame from pe; r yields its payload.

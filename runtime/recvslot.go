@@ -23,6 +23,14 @@ type RecvSlot struct {
 	op      recvOp  // the operation, unless a rendezvous may still touch it
 	cur     *recvOp // the operation in use: &op, or a fresh one
 	started bool
+	// The envelope of the last receive posted from the slot, which passed
+	// initRecvOp's checks (tag, source in range and not ProcNull, source
+	// watched); vworld is the source's world rank. A window of slots
+	// re-posts the same envelope over and over: IrecvInto then skips
+	// those checks (the comm being freed or the process shut down is
+	// still checked each time, and a failed source by the engine).
+	vc                        *Comm
+	vsrc, vtag, velem, vworld int
 }
 
 // errSlotBusy: IrecvInto on a slot whose receive is still pending.
@@ -41,16 +49,46 @@ func IrecvInto[T Number](s *RecvSlot, c *Comm, buf []T, src, tag int) *Request {
 		return doneRequest(errSlotBusy())
 	}
 	r := &s.req
+	b, elem := asBytes(buf), sizeOf[T]()
+	if s.vc == c && s.vsrc == src && s.vtag == tag && s.velem == elem {
+		// Posted from this slot before: checked already.
+		if c.irecvNowInto(s, c.ctx, b, elem, src, tag) {
+			return r
+		}
+		c.repostOp(r, s.cur, b, elem, src, tag, s.vworld)
+		return r
+	}
 	if err := checkTag(tag, true); err != nil {
 		r.complete(Status{}, err)
 		return r
 	}
-	b := asBytes(buf)
-	if c.irecvNowInto(s, c.ctx, b, sizeOf[T](), src, tag) {
+	if c.irecvNowInto(s, c.ctx, b, elem, src, tag) {
 		return r // the message was there already (irecvnow.go)
 	}
-	c.irecvOp(r, s.cur, c.ctx, b, sizeOf[T](), src, tag, false)
+	op := s.cur
+	if err := c.initRecvOp(op, c.ctx, b, elem, src, tag); err != nil {
+		failInit(r, err)
+		return r
+	}
+	s.vc, s.vsrc, s.vtag, s.velem, s.vworld = c, src, tag, elem, op.srcWorld
+	c.postOp(r, op)
 	return r
+}
+
+// repostOp is initRecvOp and postOp for an envelope that passed
+// initRecvOp's checks before (RecvSlot): only whether c is still usable is
+// checked again. world is src's world rank (-1 for AnySource).
+func (c *Comm) repostOp(r *Request, op *recvOp, buf []byte, elem, src, tag, world int) {
+	if err := c.errUsable(); err != nil {
+		r.complete(Status{}, err)
+		return
+	}
+	op.ctx, op.src, op.tag, op.srcWorld, op.elem = c.ctx, src, tag, world, elem
+	if op.comm != c {
+		op.comm = c
+	}
+	op.buf = buf
+	c.postOp(r, op)
 }
 
 // reset makes the slot's request pending again with a clean operation. It
@@ -132,7 +170,13 @@ func waitAll(ctx context.Context, st []Status, reqs []*Request) error {
 		if r == nil {
 			continue
 		}
-		s, err := r.Wait(ctx)
+		var s Status
+		var err error
+		if r.isDone() { // nearly always by now: Wait is not inlined
+			s, err = r.status, r.err
+		} else {
+			s, err = r.Wait(ctx)
+		}
 		if st != nil {
 			st[i] = s
 		}

@@ -310,3 +310,75 @@ func TestRecvSlotNow(t *testing.T) {
 		}
 	}
 }
+
+// A slot re-posted with the envelope it was posted with before skips the
+// checks it passed then (IrecvInto), but not the ones whose answer can
+// change: a freed communicator still fails with ErrFreed, a source that
+// died with a *PeerError, a process shut down with its error; and an
+// AnySource slot that received a rendezvous (whose operation then names
+// the sender) still receives from any source.
+func TestRecvSlotRepostChecks(t *testing.T) {
+	for _, tr := range transportMods {
+		t.Run(tr.name, func(t *testing.T) {
+			comms, _ := world(t, 3, tr.mod)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			small, big := []byte("12345678"), pattern(200<<10, 1) // eager, rendezvous
+			dups := make([]*Comm, 3)
+			each(t, comms, func(c *Comm) error {
+				d, err := c.Dup()
+				dups[c.Rank()] = d
+				return err
+			})
+			var s, sd, sa RecvSlot
+			buf, dbuf, abuf := make([]byte, 8), make([]byte, 4), make([]byte, len(big))
+			recv := func(name string, r *Request, from int, want []byte, b []byte) {
+				t.Helper()
+				if st, err := r.Wait(ctx); err != nil || st.Source != from || !bytes.Equal(b[:st.Bytes], want) {
+					t.Fatalf("%s: %+v %v", name, st, err)
+				}
+			}
+			for i := 0; i < 3; i++ { // posted again and again from the same slots
+				r, rd := IrecvInto(&s, comms[0], buf, 1, 5), IrecvInto(&sd, dups[0], dbuf, 1, 5)
+				ra := IrecvInto(&sa, comms[0], abuf, AnySource, 6)
+				if err := Send(comms[1], small, 0, 5); err != nil {
+					t.Fatal(err)
+				}
+				if err := Send(dups[1], small[:4], 0, 5); err != nil {
+					t.Fatal(err)
+				}
+				if err := Send(comms[2], big, 0, 6); err != nil {
+					t.Fatal(err)
+				}
+				recv("slot", r, 1, small, buf)
+				recv("dup's slot", rd, 1, small[:4], dbuf)
+				recv("AnySource slot, rendezvous", ra, 2, big, abuf)
+				ra = IrecvInto(&sa, comms[0], abuf, AnySource, 6)
+				if err := Send(comms[1], small, 0, 6); err != nil {
+					t.Fatal(err)
+				}
+				recv("AnySource slot after a rendezvous", ra, 1, small, abuf)
+			}
+
+			each(t, dups, func(d *Comm) error { return d.Free() })
+			if _, err := IrecvInto(&sd, dups[0], dbuf, 1, 5).Wait(ctx); !errors.Is(err, ErrFreed) {
+				t.Fatalf("slot re-posted on a freed communicator: %v", err)
+			}
+
+			killProc(comms[1].p)
+			var pe *PeerError
+			if _, err := IrecvInto(&s, comms[0], buf, 1, 5).Wait(ctx); !errors.As(err, &pe) || pe.Rank != 1 {
+				t.Fatalf("slot re-posted for a dead source: %v", err)
+			}
+
+			r := IrecvInto(&sa, comms[0], abuf, AnySource, 6) // fails with rank 1, or at the shutdown
+			killProc(comms[0].p)
+			if _, err := r.Wait(ctx); err == nil {
+				t.Fatal("AnySource receive pending at the shutdown: no error")
+			}
+			if _, err := IrecvInto(&sa, comms[0], abuf, AnySource, 6).Wait(ctx); err == nil {
+				t.Fatal("slot re-posted after the shutdown: no error")
+			}
+		})
+	}
+}

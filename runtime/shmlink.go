@@ -554,7 +554,17 @@ func (*reqWait) Value(any) any { return nil }
 // failure is recorded in l.rxErr, a BYE in l.bye.
 func (l *shmLink) recvOne(idle context.Context, spin time.Duration) (n int, err error) {
 	p, pe := l.p, l.pe
-	l.rop, l.rdata, l.rerr = nil, nil, nil
+	// Cleared only when set (an eager frame into a posted receive leaves
+	// rdata and rerr nil): a pointer store costs a write barrier check.
+	if l.rop != nil {
+		l.rop = nil
+	}
+	if l.rdata != nil {
+		l.rdata = nil
+	}
+	if l.rerr != nil {
+		l.rerr = nil
+	}
 	n, err = l.ch.RecvSplitIdleExclusive(l.lctx, idle, spin, l.hb[:], l.dstFn)
 	if err == shm.ErrIdle {
 		return 0, err
