@@ -178,7 +178,7 @@ func run(args []string) int {
 }
 
 func runJob(args []string) (int, error) {
-	warmProcStart()
+	launcher.WarmProcStart()
 	o, err := parseArgs(args)
 	if err != nil {
 		return 0, err
@@ -201,18 +201,6 @@ func runJob(args []string) (int, error) {
 	cfg.Signals = sigs
 	defer closeSlurm()
 	return mpiexec.Run(ctx, *cfg)
-}
-
-// warmProcStart has Go's os package find out now, in the background,
-// whether pidfds work: it does so once per process, at the first process
-// start otherwise (a vfork of a child that exits at once, and a wait),
-// which is the first proxy's or srun's, on the launch's critical path.
-func warmProcStart() {
-	go func() {
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			p.Release()
-		}
-	}()
 }
 
 func buildConfig(o *options) (*mpiexec.Config, error) {

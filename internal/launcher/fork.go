@@ -11,6 +11,19 @@ import (
 	"syscall"
 )
 
+// WarmProcStart has Go's os package find out now, in the background,
+// whether pidfds work. It does so once per process, at the first start
+// through os/exec otherwise (a vfork of a child that exits at once, and a
+// wait), which is on a launch's critical path: gompiexec's first proxy or
+// srun, a proxy's first rank.
+func WarmProcStart() {
+	go func() {
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			p.Release()
+		}
+	}()
+}
+
 // Fork starts proxies as local child processes.
 type Fork struct{}
 

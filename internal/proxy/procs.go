@@ -150,7 +150,7 @@ func startGuard(path string) (int, *os.File, error) {
 	// syscall.ForkExec rather than os/exec: the guard is reaped by the
 	// reaper, so it needs no pidfd, and os/exec's first start would first
 	// check whether pidfds work (a vfork and a wait) on the way to the
-	// guard's fork; warmProcStart makes that check alongside, for the
+	// guard's fork; launcher.WarmProcStart makes that check alongside, for the
 	// ranks. No Pdeathsig: the guard must outlive the proxy to do its job.
 	pid, err := syscall.ForkExec(guardShell, []string{guardShell, "-c", guardScript, path}, &syscall.ProcAttr{
 		Env:   env,
@@ -162,17 +162,6 @@ func startGuard(path string) (int, *os.File, error) {
 		return 0, nil, fmt.Errorf("start guard: %w", &os.PathError{Op: "fork/exec", Path: guardShell, Err: err})
 	}
 	return pid, w, nil
-}
-
-// warmProcStart has Go's os package find out, in the background, whether
-// pidfds work: it does so once per process, at the first start through
-// os/exec otherwise, which would be the first rank's.
-func warmProcStart() {
-	go func() {
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			p.Release()
-		}
-	}()
 }
 
 // tellGuard gives the guard on w its job: the job id and the directories
@@ -208,7 +197,7 @@ type Guard struct {
 // Run gives it the job, or ends it when no rank starts.
 func StartGuard(path string) *Guard {
 	g := &Guard{done: make(chan struct{})}
-	warmProcStart()
+	launcher.WarmProcStart()
 	go func() {
 		defer close(g.done)
 		g.pid, g.w, g.err = startGuard(path)

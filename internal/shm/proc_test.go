@@ -288,24 +288,9 @@ const (
 func BenchmarkRate8(b *testing.B) {
 	c, cmd := connectHelperOpt(b, "ratesink", testJob(b), &Options{RingSize: DefaultRingSize, Spin: rateSpin})
 	ctx := context.Background()
-	var env [32]byte
-	payload := make([]byte, 8)
 	ack := make([]byte, 4)
 	into := func(int) []byte { return ack }
-	windows := max(1, b.N/rateWindow)
-	b.ResetTimer()
-	for range windows {
-		for range rateWindow {
-			if err := c.Send(ctx, env[:], payload); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if _, err := c.Recv(ctx, into); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(windows*rateWindow)/b.Elapsed().Seconds()/1e6, "Mmsg/s")
+	rateWindows(b, ctx, c, func() error { _, err := c.Recv(ctx, into); return err })
 	c.Close()
 	cmd.Wait()
 }
@@ -329,6 +314,16 @@ func BenchmarkRate8Reader(b *testing.B) {
 			}
 		}
 	}()
+	rateWindows(b, ctx, c, func() error { return <-acks })
+	cancel()
+	<-acks
+	c.Close()
+	cmd.Wait()
+}
+
+// rateWindows sends b.N 8-byte messages with 32-byte envelopes in windows
+// of rateWindow, calling ack after each window, and reports the rate.
+func rateWindows(b *testing.B, ctx context.Context, c *Chan, ack func() error) {
 	var env [32]byte
 	payload := make([]byte, 8)
 	windows := max(1, b.N/rateWindow)
@@ -339,16 +334,12 @@ func BenchmarkRate8Reader(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		if err := <-acks; err != nil {
+		if err := ack(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(windows*rateWindow)/b.Elapsed().Seconds()/1e6, "Mmsg/s")
-	cancel()
-	<-acks
-	c.Close()
-	cmd.Wait()
 }
 
 // BenchmarkPingPong8Oversubscribed: the same while a second pair of
