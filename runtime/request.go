@@ -127,8 +127,16 @@ func (r *Request) publish() {
 	}
 }
 
+// wokeWaiters counts completions of requests whose Done channel someone
+// may be blocked on (publishAsked). A link's reader goroutine that made one
+// runnable yields at once (readFrames): with GOMAXPROCS 1, the usual share
+// of a rank on a host it shares, the waiter would otherwise wait for the
+// reader's next scheduling point, tens of µs into its spin.
+var wokeWaiters atomic.Uint64
+
 // publishAsked completes a request Done was called on.
 func (r *Request) publishAsked() {
+	wokeWaiters.Add(1)
 	r.mu.Lock()
 	atomic.StoreUint32(&r.state, reqComplete|reqAsked)
 	if r.done != nil {

@@ -398,6 +398,7 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 		if held.IsZero() {
 			held = time.Now()
 		}
+		woke := wokeWaiters.Load()
 		_, err = l.recvOne(idle, readerSpin)
 		l.idleCancel.Store(nil)
 		cancel()
@@ -421,6 +422,9 @@ func (l *shmLink) readFrames() (bye bool, err error) {
 		}
 		if err != nil && err != shm.ErrIdle {
 			return false, err
+		}
+		if wokeWaiters.Load() != woke {
+			runtime.Gosched() // let the goroutine this frame woke run now
 		}
 	}
 }
