@@ -39,3 +39,10 @@ func NewTestSSHServer(t *testing.T) *TestSSHServer {
 	}
 	return s
 }
+
+// ForkThreadsStarted is how many fork threads StartLocked has started.
+func ForkThreadsStarted() int {
+	forkThread.mu.Lock()
+	defer forkThread.mu.Unlock()
+	return forkThread.started
+}

@@ -112,10 +112,15 @@ func (p *forkProc) Kill() error {
 // More than one, so that concurrent StartLocked calls fork concurrently: a
 // fork blocks its thread until the child has exec'd (vfork), which on a
 // busy host waits for the child to be scheduled; a proxy starting its
-// ranks one at a time paid that wait once per rank.
+// ranks one at a time paid that wait once per rank. Each is started when
+// a fork finds none idle, not all at the first fork: gompiexec under the
+// slurm launcher forks srun alone, and three more threads' creation sat
+// on the way to it (every proxy's start waits for srun).
 var forkThread = struct {
-	once sync.Once
-	reqs chan func()
+	mu      sync.Mutex
+	started int // fork threads
+	pending int // StartLocked calls under way
+	reqs    chan func()
 }{reqs: make(chan func())}
 
 // ForkThreads is how many forks StartLocked runs at once.
@@ -123,17 +128,28 @@ const ForkThreads = 4
 
 // StartLocked starts cmd from one of the process's dedicated fork threads.
 func StartLocked(cmd *exec.Cmd) error {
-	forkThread.once.Do(func() {
-		for i := 0; i < ForkThreads; i++ {
-			go func() {
-				runtime.LockOSThread()
-				for f := range forkThread.reqs {
-					f()
-				}
-			}()
-		}
-	})
+	forkThread.mu.Lock()
+	forkThread.pending++
+	if forkThread.pending > forkThread.started && forkThread.started < ForkThreads {
+		forkThread.started++
+		go forkLoop()
+	}
+	forkThread.mu.Unlock()
+	defer func() {
+		forkThread.mu.Lock()
+		forkThread.pending--
+		forkThread.mu.Unlock()
+	}()
 	errc := make(chan error, 1)
 	forkThread.reqs <- func() { errc <- cmd.Start() }
 	return <-errc
+}
+
+// forkLoop is a fork thread: it never unlocks, so its thread lives as long
+// as the process.
+func forkLoop() {
+	runtime.LockOSThread()
+	for f := range forkThread.reqs {
+		f()
+	}
 }
