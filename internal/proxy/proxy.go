@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -396,24 +395,16 @@ func (p *proxy) start() error {
 	return nil
 }
 
-// startRanks starts the local ranks, forkPar at a time when a guard leads
-// their group (else the first rank must lead it before the
+// startRanks starts the local ranks, launcher.ForkThreads at a time when a
+// guard leads their group (else the first rank must lead it before the
 // others can join). It stops at the first failure: ranks[i] is nil where
 // rank i did not start, errs[i] why (only the first failure is reported;
 // ranks already forking when it happened still start, and are stopped
 // with the rest).
-// forkPar is how many ranks start at once: launcher.ForkThreads, but no
-// more than the CPUs the proxy may use (GOMAXPROCS). Each fork holds its
-// thread until the child has exec'd; beyond the CPUs that only adds
-// runnable threads, which on a node with fewer cores than that (here three
-// Slurm nodes on two cores) take the CPU from the proxies still starting
-// beside them (docs/control.md, "Slurm timeline").
-func forkPar() int { return min(launcher.ForkThreads, runtime.GOMAXPROCS(0)) }
-
 func (p *proxy) startRanks() (ranks []*rank, errs []error) {
 	n := len(p.job.Ranks)
 	ranks, errs = make([]*rank, n), make([]error, n)
-	par := forkPar()
+	par := launcher.ForkThreads
 	if p.pgid == 0 {
 		par = 1
 	}
