@@ -779,3 +779,73 @@ func TestNoLostWakeupsStreaming(t *testing.T) {
 		}
 	}
 }
+
+// SendMany delivers its messages in order, with Sends before and after
+// it, through a small ring where windows wrap, fill it and include
+// messages longer than the fast path's (and than the ring); on a closed
+// channel it sends nothing and says so.
+func TestSendMany(t *testing.T) {
+	a, b := pair(t, &Options{RingSize: 4096})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const windows, W = 300, 37
+	size := func(i int) int {
+		switch i % 101 {
+		case 50:
+			return 5000 // longer than fastFrame and the ring: streams
+		case 51:
+			return 2000
+		}
+		return i % 61
+	}
+	errc := make(chan error, 1)
+	go func() {
+		var hs [W][8]byte
+		ps := make([][]byte, W)
+		seq := 0
+		for range windows {
+			base := seq
+			for w := range W {
+				binary.LittleEndian.PutUint64(hs[w][:], uint64(base+w))
+				ps[w] = bytes.Repeat([]byte{byte(base + w)}, size(base+w))
+			}
+			n, err := a.SendMany(ctx, W, func(i int) ([]byte, []byte) { return hs[i][:], ps[i] })
+			if err != nil || n != W {
+				errc <- fmt.Errorf("SendMany: %d, %v", n, err)
+				return
+			}
+			seq += W
+			var h [8]byte // and one plain Send between windows
+			binary.LittleEndian.PutUint64(h[:], uint64(seq))
+			if err := a.Send(ctx, h[:], bytes.Repeat([]byte{byte(seq)}, size(seq))); err != nil {
+				errc <- err
+				return
+			}
+			seq++
+		}
+		errc <- nil
+	}()
+	buf := make([]byte, 8+5000)
+	for i := range windows * (W + 1) {
+		m, err := b.Recv(ctx, func(n int) []byte { return buf[:n] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m != 8+size(i) || binary.LittleEndian.Uint64(buf) != uint64(i) {
+			t.Fatalf("message %d: len %d seq %d", i, m, binary.LittleEndian.Uint64(buf))
+		}
+		for _, c := range buf[8:m] {
+			if c != byte(i) {
+				t.Fatalf("message %d: bad payload", i)
+			}
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	n, err := a.SendMany(ctx, 3, func(int) ([]byte, []byte) { return []byte("x"), nil })
+	if n != 0 || !errors.Is(err, ErrClosed) {
+		t.Fatalf("SendMany to a closed peer: %d, %v", n, err)
+	}
+}
