@@ -17,6 +17,7 @@ func BenchmarkShmMsgRatePhases(b *testing.B) {
 	b.Run("Irecv", func(b *testing.B) { benchMsgRatePhases(b, phasesIrecv) })
 	b.Run("IrecvInto", func(b *testing.B) { benchMsgRatePhases(b, phasesSlots) })
 	b.Run("Persistent", func(b *testing.B) { benchMsgRatePhases(b, phasesPersistent) })
+	b.Run("PersistentStart", func(b *testing.B) { benchMsgRatePhases(b, phasesPersistentStart) })
 }
 
 // The ways benchMsgRatePhases sends and receives a window.
@@ -24,6 +25,7 @@ const (
 	phasesIrecv      = iota // Isend; Irecv and WaitAll
 	phasesSlots             // Isend; IrecvInto and WaitAllInto (gompi-bench mr)
 	phasesPersistent        // StartAll of persistent sends, of receives; WaitAllInto (mrp)
+	phasesPersistentStart   // the same started one by one (Start): no batching
 )
 
 // persistWindow makes W persistent receives (or sends) of buf between
@@ -56,17 +58,29 @@ func benchMsgRatePhases(b *testing.B, mode int) {
 	rs, st := make([]RecvSlot, W), make([]Status, W)
 	var sps, rps [4][]*Persistent
 	var spr, rpr [4][]*Request
-	if mode == phasesPersistent {
+	persistent := mode == phasesPersistent || mode == phasesPersistentStart
+	startAll := func(ps []*Persistent) {
+		if mode == phasesPersistent {
+			if err := StartAll(ps...); err != nil {
+				b.Fatal(err)
+			}
+			return
+		}
+		for _, p := range ps {
+			if err := p.Start(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if persistent {
 		for _, tag := range []int{2, 3} {
 			sps[tag], spr[tag] = persistWindow(b, comms, false, buf, tag, W)
 			rps[tag], rpr[tag] = persistWindow(b, comms, true, rbuf, tag, W)
 		}
 	}
 	irecvs := func(tag int) {
-		if mode == phasesPersistent {
-			if err := StartAll(rps[tag]...); err != nil {
-				b.Fatal(err)
-			}
+		if persistent {
+			startAll(rps[tag])
 			copy(rreqs, rpr[tag])
 			return
 		}
@@ -79,10 +93,8 @@ func benchMsgRatePhases(b *testing.B, mode int) {
 		}
 	}
 	isends := func(tag int) {
-		if mode == phasesPersistent {
-			if err := StartAll(sps[tag]...); err != nil {
-				b.Fatal(err)
-			}
+		if persistent {
+			startAll(sps[tag])
 			copy(sreqs, spr[tag])
 			return
 		}

@@ -105,8 +105,8 @@ func TestPersistentRestart(t *testing.T) {
 
 // Starting an active, freed, nil or twice-listed Persistent is ErrArg and
 // starts nothing (StartAll checks them all first); the active operation
-// still completes, and the Persistent is usable again after. Wait on one
-// never started returns at once.
+// still completes, and the Persistent is usable again after (and after a
+// Cancel). Wait on one never started returns at once.
 func TestPersistentStartErrors(t *testing.T) {
 	transports(t, 2, nil, func(t *testing.T, comms []*Comm) {
 		c0, c1 := comms[0], comms[1]
@@ -155,6 +155,24 @@ func TestPersistentStartErrors(t *testing.T) {
 		go Send(c1, []byte("message3"), 0, 1)
 		if err := WaitAllInto(ctx, nil, op.Request(), rp.Request()); err != nil || string(other) != "message2" || string(buf) != "message3" {
 			t.Fatalf("restarted: %v %q %q", err, other, buf)
+		}
+
+		// A started receive cancelled is inactive again, and restartable.
+		if err := op.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if !op.Request().Cancel() {
+			t.Fatal("cancelling a started persistent receive failed")
+		}
+		if _, err := op.Request().Wait(ctx); !errors.Is(err, ErrCancelled) || op.Active() {
+			t.Fatalf("cancelled: %v", err)
+		}
+		if err := op.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go Send(c1, []byte("message4"), 0, 2)
+		if _, err := op.Request().Wait(ctx); err != nil || string(other) != "message4" {
+			t.Fatalf("restarted after Cancel: %v %q", err, other)
 		}
 
 		sp, err := SendInit(c0, buf, 1, 3)
