@@ -22,10 +22,10 @@ func BenchmarkShmMsgRatePhases(b *testing.B) {
 
 // The ways benchMsgRatePhases sends and receives a window.
 const (
-	phasesIrecv      = iota // Isend; Irecv and WaitAll
-	phasesSlots             // Isend; IrecvInto and WaitAllInto (gompi-bench mr)
-	phasesPersistent        // StartAll of persistent sends, of receives; WaitAllInto (mrp)
-	phasesPersistentStart   // the same started one by one (Start): no batching
+	phasesIrecv           = iota // Isend; Irecv and WaitAll
+	phasesSlots                  // Isend; IrecvInto and WaitAllInto (gompi-bench mr)
+	phasesPersistent             // StartAll of persistent sends, of receives; WaitAllInto (mrp)
+	phasesPersistentStart        // the same started one by one (Start): no batching
 )
 
 // persistWindow makes W persistent receives (or sends) of buf between
