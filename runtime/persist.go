@@ -196,6 +196,15 @@ func (p *Persistent) startRecv() {
 }
 
 func (p *Persistent) startSend() {
+	if l := p.shmEager(); l != nil {
+		// isendShm's eager path with the header encoded once.
+		err := l.ch.Send(l.lctx, p.hb[:], p.buf)
+		if err != nil {
+			err = l.failure(err)
+		}
+		p.req.completeOwned(Status{}, err)
+		return
+	}
 	c := p.c
 	c.isendInto(&p.req, c.ctx, p.buf, p.peer, p.tag, false)
 }
@@ -359,11 +368,19 @@ func startSends(ps []*Persistent) {
 			i++
 			continue
 		}
-		j := i + 1
-		for j < len(ps) && (ps[j].recv || ps[j].shmEager() == l) {
-			j++
+		// The run: what shmEager would say of each, from what differs.
+		limit, n, j := l.eagerLimit(), 1, i+1
+		for ; j < len(ps); j++ {
+			q := ps[j]
+			if q.recv {
+				continue
+			}
+			if q.world != p.world || q.c.p != p.c.p || len(q.buf) > limit || (q.c != p.c && q.c.errUsable() != nil) {
+				break
+			}
+			n++
 		}
-		sendAll(l, ps[i:j])
+		sendAll(l, ps[i:j], n)
 		i = j
 	}
 }
@@ -384,10 +401,14 @@ func (p *Persistent) shmEager() *shmLink {
 	return l
 }
 
-// sendAll writes the sends among ps, eager frames for l, in order.
-func sendAll(l *shmLink, ps []*Persistent) {
-	if len(ps) == 1 {
-		ps[0].startSend()
+// sendAll writes the n sends among ps, eager frames for l, in order.
+func sendAll(l *shmLink, ps []*Persistent, n int) {
+	if n == 1 {
+		for _, p := range ps {
+			if !p.recv {
+				p.startSend()
+			}
+		}
 		return
 	}
 	// The frames are the sends of ps in order, skipping its receives.
@@ -399,12 +420,6 @@ func sendAll(l *shmLink, ps []*Persistent) {
 		p := ps[at]
 		at++
 		return p.hb[:], p.buf
-	}
-	n := 0
-	for _, p := range ps {
-		if !p.recv {
-			n++
-		}
 	}
 	sent, err := l.ch.SendMany(l.lctx, n, next)
 	for _, p := range ps {
