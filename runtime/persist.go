@@ -24,12 +24,14 @@ type Persistent struct {
 	recv  bool // a receive (RecvInit), else a send
 	freed bool
 	mark  bool // StartAll's duplicate check
-	c     *Comm
-	buf   []byte
-	elem  int
-	peer  int // destination or source (or AnySource, ProcNull)
-	tag   int
-	world int // peer's world rank, -1 for AnySource and ProcNull
+	// posting: StartAll is posting this receive (postAll)
+	posting bool
+	c       *Comm
+	buf     []byte
+	elem    int
+	peer    int // destination or source (or AnySource, ProcNull)
+	tag     int
+	world   int // peer's world rank, -1 for AnySource and ProcNull
 
 	hb  [headerSize]byte // a send's eager frame header
 	req Request          // a send's request
@@ -277,6 +279,7 @@ func startRecvs(ps []*Persistent) {
 // postAll posts the receives among ps, all of engine e.
 func postAll(e *engine, ps []*Persistent) {
 	posting := 0
+	var ok *Comm // the last communicator errUsable passed
 	for _, p := range ps {
 		if !p.recv {
 			continue
@@ -287,9 +290,12 @@ func postAll(e *engine, ps []*Persistent) {
 			r.complete(procNullStatus, nil)
 			continue
 		}
-		if err := c.errUsable(); err != nil {
-			r.complete(Status{}, err)
-			continue
+		if c != ok {
+			if err := c.errUsable(); err != nil {
+				r.complete(Status{}, err)
+				continue
+			}
+			ok = c
 		}
 		op := s.cur
 		op.ctx, op.src, op.tag, op.srcWorld, op.elem = c.ctx, p.peer, p.tag, p.world, p.elem
@@ -301,7 +307,7 @@ func postAll(e *engine, ps []*Persistent) {
 			op.req = r
 		}
 		r.op = op
-		p.pm, p.perr = nil, nil
+		p.posting = true
 		posting++
 	}
 	if posting == 0 {
@@ -309,7 +315,7 @@ func postAll(e *engine, ps []*Persistent) {
 	}
 	e.mu.Lock()
 	for _, p := range ps {
-		if !p.recv || p.slot.req.op == nil || p.slot.req.isDone() {
+		if !p.posting {
 			continue
 		}
 		op := p.slot.cur
@@ -337,9 +343,13 @@ func postAll(e *engine, ps []*Persistent) {
 	}
 	e.trackLocked()
 	e.mu.Unlock()
+	// pm and perr are nil again after this (stored only when set).
 	for _, p := range ps {
+		if !p.posting {
+			continue
+		}
+		p.posting = false
 		switch {
-		case !p.recv:
 		case p.pm != nil:
 			m := p.pm
 			p.pm = nil
