@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"strconv"
@@ -587,4 +588,58 @@ func TestPersistentNoAllocation(t *testing.T) {
 	if !bytes.Equal(rbuf, buf) {
 		t.Errorf("received %q, sent %q", rbuf, buf)
 	}
+}
+
+// Persistent requests waited for with WaitAny and Done (which make a
+// request's channel) are started again with fresh channels, round after
+// round, on every transport.
+func TestPersistentWaitAnyDone(t *testing.T) {
+	transports(t, 2, nil, func(t *testing.T, comms []*Comm) {
+		const W = 6
+		each(t, comms, func(c *Comm) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			peer := 1 - c.Rank()
+			var ps []*Persistent
+			for w := 0; w < W; w++ {
+				buf := make([]int64, 1)
+				var p *Persistent
+				var err error
+				if (w+c.Rank())%2 == 0 {
+					p, err = SendInit(c, buf, peer, w)
+				} else {
+					p, err = RecvInit(c, buf, peer, w)
+				}
+				if err != nil {
+					return err
+				}
+				ps = append(ps, p)
+			}
+			reqs := make([]*Request, W)
+			for round := 0; round < 20; round++ {
+				if err := StartAll(ps...); err != nil {
+					return err
+				}
+				for w, p := range ps {
+					reqs[w] = p.Request()
+				}
+				<-ps[0].Request().Done()
+				for range W {
+					i, _, err := WaitAny(ctx, reqs...)
+					if err != nil || i < 0 {
+						return fmt.Errorf("round %d: WaitAny %d %v", round, i, err)
+					}
+				}
+				if i, _, _ := WaitAny(ctx, reqs...); i != -1 {
+					return fmt.Errorf("round %d: WaitAny after all: %d", round, i)
+				}
+				for w, p := range ps {
+					if p.Active() {
+						return fmt.Errorf("round %d: request %d still active", round, w)
+					}
+				}
+			}
+			return nil
+		})
+	})
 }
