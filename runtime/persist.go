@@ -33,10 +33,11 @@ type Persistent struct {
 	tag     int
 	world   int // peer's world rank, -1 for AnySource and ProcNull
 
-	hb  [headerSize]byte // a send's eager frame header
-	req Request          // a send's request
+	hb [headerSize]byte // a send's eager frame header
 	// A receive's storage; its envelope is checked (slot.vc and so on
-	// are set) once, by RecvInit.
+	// are set) once, by RecvInit. A send uses its request only (one
+	// Persistent of each kind is then the same size: a window's
+	// footprint in the caches counts at millions of messages a second).
 	slot RecvSlot
 
 	// StartAll's result of posting a receive under the engine's lock,
@@ -69,7 +70,7 @@ func SendInit[T Number](c *Comm, buf []T, dest, tag int) (*Persistent, error) {
 	}
 	h := header{Type: frameEager, Ctx: c.ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(p.buf))}
 	h.encode(p.hb[:])
-	p.req.setLocal(reqComplete) // inactive
+	p.slot.req.setLocal(reqComplete) // inactive
 	return p, nil
 }
 
@@ -118,12 +119,7 @@ func (p *Persistent) initPeer(r int, recv bool) error {
 }
 
 // Request is the request of p's operation: the same one for every start.
-func (p *Persistent) Request() *Request {
-	if p.recv {
-		return &p.slot.req
-	}
-	return &p.req
-}
+func (p *Persistent) Request() *Request { return &p.slot.req }
 
 // Active reports whether p was started and its request has not completed.
 func (p *Persistent) Active() bool { return !p.Request().isDone() }
@@ -162,7 +158,7 @@ func (p *Persistent) reset() error {
 		}
 		return nil
 	}
-	r := &p.req
+	r := &p.slot.req
 	if !r.isDone() {
 		return errPersistent(p, "start of an active")
 	}
@@ -204,11 +200,11 @@ func (p *Persistent) startSend() {
 		if err != nil {
 			err = l.failure(err)
 		}
-		p.req.completeOwned(Status{}, err)
+		p.slot.req.completeOwned(Status{}, err)
 		return
 	}
 	c := p.c
-	c.isendInto(&p.req, c.ctx, p.buf, p.peer, p.tag, false)
+	c.isendInto(&p.slot.req, c.ctx, p.buf, p.peer, p.tag, false)
 }
 
 // StartAll starts every Persistent in ps. When any of them is nil, freed,
@@ -438,9 +434,9 @@ func sendAll(l *shmLink, ps []*Persistent, n int) {
 		}
 		switch {
 		case k < sent:
-			p.req.completeOwned(Status{}, nil)
+			p.slot.req.completeOwned(Status{}, nil)
 		case k == sent && err != nil:
-			p.req.completeOwned(Status{}, l.failure(err))
+			p.slot.req.completeOwned(Status{}, l.failure(err))
 		default:
 			p.startSend() // after a failure: as Isend would
 		}
