@@ -14,28 +14,96 @@ import (
 // with the messages already in the ring; posted is 64 Irecvs posted
 // before the messages come, and their WaitAll after.
 func BenchmarkShmMsgRatePhases(b *testing.B) {
-	b.Run("Irecv", func(b *testing.B) { benchMsgRatePhases(b, false) })
-	b.Run("IrecvInto", func(b *testing.B) { benchMsgRatePhases(b, true) })
+	b.Run("Irecv", func(b *testing.B) { benchMsgRatePhases(b, phasesIrecv) })
+	b.Run("IrecvInto", func(b *testing.B) { benchMsgRatePhases(b, phasesSlots) })
+	b.Run("Persistent", func(b *testing.B) { benchMsgRatePhases(b, phasesPersistent) })
+	b.Run("PersistentStart", func(b *testing.B) { benchMsgRatePhases(b, phasesPersistentStart) })
 }
 
-// benchMsgRatePhases is BenchmarkShmMsgRatePhases receiving with Irecv
-// and WaitAll, or (slots) with IrecvInto and WaitAllInto as gompi-bench mr
-// does.
-func benchMsgRatePhases(b *testing.B, slots bool) {
+// The ways benchMsgRatePhases sends and receives a window.
+const (
+	phasesIrecv           = iota // Isend; Irecv and WaitAll
+	phasesSlots                  // Isend; IrecvInto and WaitAllInto (gompi-bench mr)
+	phasesPersistent             // StartAll of persistent sends, of receives; WaitAllInto (mrp)
+	phasesPersistentStart        // the same started one by one (Start): no batching
+)
+
+// persistWindow makes W persistent receives (or sends) of buf between
+// ranks 0 and 1 of comms with tag, and their requests.
+func persistWindow(b *testing.B, comms []*Comm, recv bool, buf []byte, tag, W int) ([]*Persistent, []*Request) {
+	ps, reqs := make([]*Persistent, W), make([]*Request, W)
+	for w := range ps {
+		var err error
+		if recv {
+			ps[w], err = RecvInit(comms[1], buf, 0, tag)
+		} else {
+			ps[w], err = SendInit(comms[0], buf, 1, tag)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs[w] = ps[w].Request()
+	}
+	return ps, reqs
+}
+
+// benchMsgRatePhases is BenchmarkShmMsgRatePhases receiving (and, for
+// phasesPersistent, sending) the given way.
+func benchMsgRatePhases(b *testing.B, mode int) {
 	const W = 64
 	comms := benchWorld(b)
 	ctx := context.Background()
 	sreqs, rreqs := make([]*Request, W), make([]*Request, W)
 	buf, rbuf := make([]byte, 8), make([]byte, 8)
 	rs, st := make([]RecvSlot, W), make([]Status, W)
-	irecv := func(w, tag int) *Request {
-		if slots {
-			return IrecvInto(&rs[w], comms[1], rbuf, 0, tag)
+	var sps, rps [4][]*Persistent
+	var spr, rpr [4][]*Request
+	persistent := mode == phasesPersistent || mode == phasesPersistentStart
+	startAll := func(ps []*Persistent) {
+		if mode == phasesPersistent {
+			if err := StartAll(ps...); err != nil {
+				b.Fatal(err)
+			}
+			return
 		}
-		return Irecv(comms[1], rbuf, 0, tag)
+		for _, p := range ps {
+			if err := p.Start(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if persistent {
+		for _, tag := range []int{2, 3} {
+			sps[tag], spr[tag] = persistWindow(b, comms, false, buf, tag, W)
+			rps[tag], rpr[tag] = persistWindow(b, comms, true, rbuf, tag, W)
+		}
+	}
+	irecvs := func(tag int) {
+		if persistent {
+			startAll(rps[tag])
+			copy(rreqs, rpr[tag])
+			return
+		}
+		for w := range rreqs {
+			if mode == phasesSlots {
+				rreqs[w] = IrecvInto(&rs[w], comms[1], rbuf, 0, tag)
+			} else {
+				rreqs[w] = Irecv(comms[1], rbuf, 0, tag)
+			}
+		}
+	}
+	isends := func(tag int) {
+		if persistent {
+			startAll(sps[tag])
+			copy(sreqs, spr[tag])
+			return
+		}
+		for w := range sreqs {
+			sreqs[w] = Isend(comms[0], buf, 1, tag)
+		}
 	}
 	waitRecvs := func() error {
-		if slots {
+		if mode != phasesIrecv {
 			return WaitAllInto(ctx, st, rreqs...)
 		}
 		_, err := WaitAll(ctx, rreqs...)
@@ -45,29 +113,21 @@ func benchMsgRatePhases(b *testing.B, slots bool) {
 	windows := (b.N + W - 1) / W
 	for i := 0; i < windows; i++ {
 		t0 := time.Now()
-		for w := range sreqs {
-			sreqs[w] = Isend(comms[0], buf, 1, 2)
-		}
-		if _, err := WaitAll(ctx, sreqs...); err != nil {
+		isends(2)
+		if err := WaitAllInto(ctx, nil, sreqs...); err != nil {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		for w := range rreqs {
-			rreqs[w] = irecv(w, 2)
-		}
+		irecvs(2)
 		if err := waitRecvs(); err != nil {
 			b.Fatal(err)
 		}
 		t2 := time.Now()
 		minSend, minRecv = min(minSend, t1.Sub(t0)), min(minRecv, t2.Sub(t1))
 		t0 = time.Now()
-		for w := range rreqs {
-			rreqs[w] = irecv(w, 3)
-		}
+		irecvs(3)
 		t1 = time.Now()
-		for w := range sreqs {
-			sreqs[w] = Isend(comms[0], buf, 1, 3)
-		}
+		isends(3)
 		t2 = time.Now()
 		if err := waitRecvs(); err != nil {
 			b.Fatal(err)
@@ -130,13 +190,22 @@ func BenchmarkShmPingPongMin(b *testing.B) {
 // the ring so that readLoop cannot take the frames early, 64 eager sends,
 // and then the receiver draining the ring against the posted receives
 // (match-ns: frame read, match, copy, completion). Minimum over windows.
+// StartAll posts persistent receives instead of IrecvInto, and sends with
+// StartAll of persistent sends (whose cost is not in either figure).
 func BenchmarkShmMatchBurst(b *testing.B) {
+	b.Run("IrecvInto", func(b *testing.B) { benchMatchBurst(b, false) })
+	b.Run("StartAll", func(b *testing.B) { benchMatchBurst(b, true) })
+}
+
+func benchMatchBurst(b *testing.B, persistent bool) {
 	const W = 64
 	comms := benchWorld(b)
 	ctx := context.Background()
 	sreqs, rreqs := make([]*Request, W), make([]*Request, W)
 	rs, st := make([]RecvSlot, W), make([]Status, W)
 	buf, rbuf := make([]byte, 8), make([]byte, 8)
+	sps, spr := persistWindow(b, comms, false, buf, 2, W)
+	rps, rpr := persistWindow(b, comms, true, rbuf, 2, W)
 	if err := Send(comms[0], buf, 1, 1); err != nil { // make the link
 		b.Fatal(err)
 	}
@@ -150,15 +219,29 @@ func BenchmarkShmMatchBurst(b *testing.B) {
 	minPost, minMatch := time.Hour, time.Hour
 	for i := 0; i < (b.N+W-1)/W; i++ {
 		t0 := time.Now()
-		for w := range rreqs {
-			rreqs[w] = IrecvInto(&rs[w], comms[1], rbuf, 0, 2)
+		if persistent {
+			if err := StartAll(rps...); err != nil {
+				b.Fatal(err)
+			}
+			copy(rreqs, rpr)
+		} else {
+			for w := range rreqs {
+				rreqs[w] = IrecvInto(&rs[w], comms[1], rbuf, 0, 2)
+			}
 		}
 		t1 := time.Now()
 		for !l.acquire() {
 			runtime.Gosched()
 		}
-		for w := range sreqs {
-			sreqs[w] = Isend(comms[0], buf, 1, 2)
+		if persistent {
+			if err := StartAll(sps...); err != nil {
+				b.Fatal(err)
+			}
+			copy(sreqs, spr)
+		} else {
+			for w := range sreqs {
+				sreqs[w] = Isend(comms[0], buf, 1, 2)
+			}
 		}
 		t2 := time.Now()
 		l.helpUntil((*reqWait)(rreqs[W-1]))

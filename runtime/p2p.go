@@ -168,15 +168,22 @@ func (c *Comm) isend(ctx uint32, data []byte, dest, tag int) *Request {
 // isendWait is isend; waits says the caller is about to wait for the
 // request (see flagWait).
 func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Request {
+	return c.isendInto(nil, ctx, data, dest, tag, waits)
+}
+
+// isendInto is isendWait with the request the caller owns (a persistent
+// send's), pending and seen by no one else yet, or nil for a new one (or
+// a shared completed one).
+func (c *Comm) isendInto(into *Request, ctx uint32, data []byte, dest, tag int, waits bool) *Request {
 	p := c.p
 	if err := c.errUsable(); err != nil {
-		return doneRequest(err)
+		return doneInto(into, err)
 	}
 	if dest < 0 || dest >= len(c.group) {
 		if dest == ProcNull {
-			return reqDone
+			return doneInto(into, nil)
 		}
-		return doneRequest(fmt.Errorf("%w: destination %d (communicator of %d)", ErrRank, dest, len(c.group)))
+		return doneInto(into, fmt.Errorf("%w: destination %d (communicator of %d)", ErrRank, dest, len(c.group)))
 	}
 	w := c.group[dest]
 	if w == p.rank {
@@ -184,21 +191,24 @@ func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Re
 		if op := p.eng.arrive(m); op != nil {
 			p.deliver(op, m.src, m.tag, m.data)
 		}
-		return doneRequest(nil)
+		return doneInto(into, nil)
 	}
 	pe := p.peers[w]
 	h := header{Ctx: ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data))}
 	if sl := pe.shmL.Load(); sl != nil && !pe.dead.Load() {
-		return p.isendShm(sl, h, data, waits)
+		return p.isendShm(into, sl, h, data, waits)
 	}
 	l, err := p.getLink(p.ctx, pe)
 	if err != nil {
-		return doneRequest(err)
+		return doneInto(into, err)
 	}
 	if sl, ok := l.(*shmLink); ok {
-		return p.isendShm(sl, h, data, waits)
+		return p.isendShm(into, sl, h, data, waits)
 	}
-	req := newRequest()
+	req := into
+	if req == nil {
+		req = newRequest()
+	}
 	if len(data) <= p.cfg.EagerLimit {
 		h.Type = frameEager
 		l.send(&outFrame{h: h, payload: data, done: func(err error) { req.complete(Status{}, err) }})
@@ -207,7 +217,7 @@ func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Re
 	h.Type = frameRTS
 	h.ID = p.reqID.Add(1)
 	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
-		return doneRequest(err)
+		return doneInto(into, err)
 	}
 	l.send(&outFrame{h: h, done: func(err error) {
 		if err != nil {
@@ -222,39 +232,68 @@ func (c *Comm) isendWait(ctx uint32, data []byte, dest, tag int, waits bool) *Re
 // complete and carries nothing, so one can be shared.
 var reqDone = doneRequest(nil)
 
+// doneInto completes the caller's request into with err, or returns a
+// completed request when there is none.
+func doneInto(into *Request, err error) *Request {
+	if into != nil {
+		into.complete(Status{}, err)
+		return into
+	}
+	if err == nil {
+		return reqDone
+	}
+	return doneRequest(err)
+}
+
 // isendShm sends over shared memory from the calling goroutine: an eager
 // message is in the peer's ring when this returns (no allocation, no
 // goroutine hop); a long one sends its RTS the same way, so frames enter
-// the ring in send order (MPI's non-overtaking rule).
-func (p *proc) isendShm(l *shmLink, h header, data []byte, waits bool) *Request {
-	cma := cmaSupported && !p.cfg.NoCMA && !l.noCMA.Load()
-	limit := p.cfg.EagerLimit
-	if cma {
-		limit = p.cfg.ShmEagerLimit
-	}
-	if len(data) <= limit {
+// the ring in send order (MPI's non-overtaking rule). into is as for
+// isendInto.
+func (p *proc) isendShm(into *Request, l *shmLink, h header, data []byte, waits bool) *Request {
+	if len(data) <= l.eagerLimit() {
 		h.Type = frameEager
-		if err := l.sendNow(&h, data); err != nil {
+		err := l.sendNow(&h, data)
+		if into != nil {
+			into.completeOwned(Status{}, err)
+			return into
+		}
+		if err != nil {
 			return doneRequest(err)
 		}
 		return reqDone
 	}
-	req := newRequest()
+	req := into
+	if req == nil {
+		req = newRequest()
+	}
 	req.link = l
 	h.ID = p.reqID.Add(1)
-	if cma {
+	if l.cmaOn() {
 		l.sendCMA(h, data, req, waits)
 		return req
 	}
 	h.Type = frameRTS
 	if err := l.pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
-		return doneRequest(err)
+		req.complete(Status{}, err)
+		return req
 	}
 	if err := l.sendNow(&h, nil); err != nil {
 		l.pe.takeSend(h.ID)
 		req.complete(Status{}, err)
 	}
 	return req
+}
+
+// cmaOn says whether rendezvous sends to l's peer offer CMA.
+func (l *shmLink) cmaOn() bool { return cmaSupported && !l.p.cfg.NoCMA && !l.noCMA.Load() }
+
+// eagerLimit is the largest message sent eagerly to l's peer.
+func (l *shmLink) eagerLimit() int {
+	if l.cmaOn() {
+		return l.p.cfg.ShmEagerLimit
+	}
+	return l.p.cfg.EagerLimit
 }
 
 func (c *Comm) newRecvOp(ctx uint32, buf []byte, elem, src, tag int) (*recvOp, error) {

@@ -22,6 +22,9 @@
 //	           at once, windows of 64 nonblocking sends each acknowledged,
 //	           millions of messages per second summed over pairs, 1 B to
 //	           64 KiB (mr.go)
+//	mrp        mr with persistent requests: windows of 64 persistent sends
+//	           and receives made once per size, started with StartAll
+//	           (mr.go; osu.c: MPI_Send_init, MPI_Recv_init, MPI_Startall)
 //	farm       task farm: rank 0 hands 2000 tasks (8 B) to the workers that
 //	           ask first (Recv from AnySource), each computes 10-80 µs;
 //	           time of the whole farm, ms (farm.go; -iters: the task count)
@@ -85,7 +88,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write each rank's CPU profile of the benchmark to `PREFIX`.<rank> (go tool pprof)")
 	memProfile := flag.String("memprofile", "", "write each rank's allocation profile (every allocation sampled) to `PREFIX`.<rank> (go tool pprof -sample_index=alloc_space)")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|farm|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
+		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|mrp|farm|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
 	}
 	if len(os.Args) == 3 && os.Args[1] == manpage.GenFlag {
@@ -119,10 +122,11 @@ func main() {
 		"barrier":   (*bench).barrier,
 		"overlap":   (*bench).overlap,
 		"mr":        (*bench).mr,
+		"mrp":       (*bench).mrp,
 		"farm":      (*bench).farm,
 	}[name]
 	if run == nil {
-		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, mr, farm, allreduce, barrier, overlap)\n", name)
+		fmt.Fprintf(os.Stderr, "gompi-bench: unknown benchmark %s (latency, pairs, bw, mr, mrp, farm, allreduce, barrier, overlap)\n", name)
 		os.Exit(2)
 	}
 
@@ -131,7 +135,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gompi-bench:", err)
 		os.Exit(1)
 	}
-	if (name == "latency" || name == "pairs" || name == "bw" || name == "mr" || name == "farm") && c.Size() < 2 {
+	if (name == "latency" || name == "pairs" || name == "bw" || name == "mr" || name == "mrp" || name == "farm") && c.Size() < 2 {
 		fmt.Fprintf(os.Stderr, "gompi-bench: %s needs at least 2 ranks\n", name)
 		c.Finalize()
 		os.Exit(2)
@@ -209,7 +213,7 @@ func (b *bench) emit(name string, n int, v float64) {
 	b.out = append(b.out, result{name, n, v})
 	if !b.table {
 		prec := 3
-		if name == "bw" || name == "mr" {
+		if name == "bw" || name == "mr" || name == "mrp" {
 			prec = 4 // as osu.c: small messages move well under 1 MB/s
 		}
 		fmt.Printf("%s %d %.*f\n", name, n, prec, v)
@@ -405,6 +409,7 @@ func printTable(name string, ranks int, rs []result) {
 	unit := map[string]string{"latency": "one-way latency (µs)", "pairs": "one-way latency, all pairs at once (µs)", "bw": "bandwidth (GB/s)",
 		"allreduce": "allreduce of float64 (µs, max over ranks)", "barrier": "barrier (µs)",
 		"mr":      "message rate, all pairs (millions of messages/s)",
+		"mrp":     "message rate, persistent requests, all pairs (millions of messages/s)",
 		"farm":    "task farm, whole time (ms)",
 		"overlap": "Iallreduce overlapped with compute (µs; overlap: ratio)"}[name]
 	fmt.Printf("# gompi-bench %s, %d ranks\n", name, ranks)

@@ -49,6 +49,7 @@ func TestUnderGompiexec(t *testing.T) {
 		{"pairs", sizes(1, 1024)},
 		{"bw", sizes(1, 1024)},
 		{"mr", sizes(1, 1024)},
+		{"mrp", sizes(1, 1024)},
 		{"farm", []int{8}},
 		{"allreduce", sizes(8, 1024)},
 		{"barrier", []int{0}},

@@ -16,11 +16,12 @@ Go rank runtime, printing "<bench> <bytes> <value>" lines (microseconds; GB/s fo
 millions of messages/s for mr; ms for farm).
 
 Usage:
-  gompiexec -n 2 gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|farm|allreduce|barrier|overlap
+  gompiexec -n 2 gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|mrp|farm|allreduce|barrier|overlap
 
 Benchmarks: latency (ping-pong between ranks 0 and 1), pairs (every even rank with
 the next), bw (windowed bandwidth), mr (message rate, osu_mbw_mr: ranks i and
-i+size/2 in pairs, windows of 64), farm (task farm: rank 0 hands 2000 tasks of
+i+size/2 in pairs, windows of 64), mrp (mr with persistent requests started with
+StartAll), farm (task farm: rank 0 hands 2000 tasks of
 10-80 us to the workers that ask first, from AnySource receives), allreduce, barrier,
 overlap (Iallreduce hidden behind compute).
 `

@@ -18,6 +18,11 @@ func Connect(ctx context.Context, jobID string, self, peer int, opt *Options) (*
 // Send returns ErrUnsupported.
 func (c *Chan) Send(ctx context.Context, hdr, payload []byte) error { return ErrUnsupported }
 
+// SendMany returns ErrUnsupported.
+func (c *Chan) SendMany(ctx context.Context, n int, frame func(i int) (hdr, payload []byte)) (int, error) {
+	return 0, ErrUnsupported
+}
+
 // TrySend returns ErrUnsupported.
 func (c *Chan) TrySend(hdr, payload []byte) (bool, error) { return false, ErrUnsupported }
 

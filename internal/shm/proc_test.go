@@ -290,7 +290,19 @@ func BenchmarkRate8(b *testing.B) {
 	ctx := context.Background()
 	ack := make([]byte, 4)
 	into := func(int) []byte { return ack }
-	rateWindows(b, ctx, c, func() error { _, err := c.Recv(ctx, into); return err })
+	rateWindows(b, ctx, c, false, func() error { _, err := c.Recv(ctx, into); return err })
+	c.Close()
+	cmd.Wait()
+}
+
+// BenchmarkRate8Many is BenchmarkRate8 with each window written by one
+// SendMany (the runtime's StartAll of persistent sends).
+func BenchmarkRate8Many(b *testing.B) {
+	c, cmd := connectHelperOpt(b, "ratesink", testJob(b), &Options{RingSize: DefaultRingSize, Spin: rateSpin})
+	ctx := context.Background()
+	ack := make([]byte, 4)
+	into := func(int) []byte { return ack }
+	rateWindows(b, ctx, c, true, func() error { _, err := c.Recv(ctx, into); return err })
 	c.Close()
 	cmd.Wait()
 }
@@ -314,7 +326,7 @@ func BenchmarkRate8Reader(b *testing.B) {
 			}
 		}
 	}()
-	rateWindows(b, ctx, c, func() error { return <-acks })
+	rateWindows(b, ctx, c, false, func() error { return <-acks })
 	cancel()
 	<-acks
 	c.Close()
@@ -322,14 +334,21 @@ func BenchmarkRate8Reader(b *testing.B) {
 }
 
 // rateWindows sends b.N 8-byte messages with 32-byte envelopes in windows
-// of rateWindow, calling ack after each window, and reports the rate.
-func rateWindows(b *testing.B, ctx context.Context, c *Chan, ack func() error) {
+// of rateWindow (each window one SendMany when many is set), calling ack
+// after each window, and reports the rate.
+func rateWindows(b *testing.B, ctx context.Context, c *Chan, many bool, ack func() error) {
 	var env [32]byte
 	payload := make([]byte, 8)
 	windows := max(1, b.N/rateWindow)
+	frame := func(int) ([]byte, []byte) { return env[:], payload }
 	b.ResetTimer()
 	for range windows {
-		for range rateWindow {
+		if many {
+			if _, err := c.SendMany(ctx, rateWindow, frame); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := 0; i < rateWindow && !many; i++ {
 			if err := c.Send(ctx, env[:], payload); err != nil {
 				b.Fatal(err)
 			}

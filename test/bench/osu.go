@@ -117,7 +117,7 @@ func benchOSU(cfg osuConfig, dir string) error {
 	}
 	fmt.Printf("medians of %d rounds, the three runs of a round interleaved; ratio = gompi runtime / MPICH (hydra)\n\n", cfg.reps)
 	res := osuResults{}
-	benches := []string{"latency", "bw", "mr", "farm", "allreduce", "barrier", "overlap"}
+	benches := []string{"latency", "bw", "mr", "mrp", "farm", "allreduce", "barrier", "overlap"}
 	start := time.Now()
 	for _, b := range benches {
 		for rep := 0; rep < cfg.reps; rep++ {
@@ -181,7 +181,7 @@ func writeCSV(res osuResults, impls []impl, path string) error {
 			if suffix == "4" {
 				ranks = 4
 			}
-			for _, bench := range []string{"latency", "pairs", "bw", "mr", "farm", "allreduce", "barrier", "overlap_comm", "overlap_compute", "overlap_both", "overlap"} {
+			for _, bench := range []string{"latency", "pairs", "bw", "mr", "mrp", "farm", "allreduce", "barrier", "overlap_comm", "overlap_compute", "overlap_both", "overlap"} {
 				for _, n := range res.sizes(im.key+suffix, bench) {
 					v, _ := res.med(im.key+suffix, bench, n)
 					fmt.Fprintf(&b, "%s,%d,%s,%d,%g,%d\n", im.key, ranks, bench, n, v, len(res[im.key+suffix][bench][n]))
@@ -289,6 +289,7 @@ var benchTitle = map[string]string{
 	"latency":      "one-way latency, 2 ranks (µs, lower is better)",
 	"bw":           "bandwidth, 2 ranks, windows of 64 (GB/s, higher is better)",
 	"mr":           "message rate, 2 ranks (osu_mbw_mr: 1 pair, windows of 64; millions of messages/s, higher is better)",
+	"mrp":          "message rate, persistent requests, 2 ranks (mr with MPI_Send_init/MPI_Recv_init and MPI_Startall, StartAll in gompi; millions of messages/s, higher is better)",
 	"farm":         "task farm, 2 ranks: 2000 tasks of 10-80 µs handed out from AnySource receives (ms, lower is better)",
 	"allreduce":    "allreduce of float64 sum, 2 ranks (µs, max over ranks, lower is better)",
 	"barrier":      "barrier, 2 ranks (µs, lower is better)",
@@ -299,7 +300,7 @@ var benchTitle = map[string]string{
 }
 
 func printOSU(res osuResults, impls []impl) {
-	for _, b := range []string{"latency", "bw", "mr", "farm", "allreduce", "barrier", "overlap", "overlap_both", "pairs4", "barrier4"} {
+	for _, b := range []string{"latency", "bw", "mr", "mrp", "farm", "allreduce", "barrier", "overlap", "overlap_both", "pairs4", "barrier4"} {
 		bench, suffix := b, ""
 		if strings.HasSuffix(b, "4") {
 			bench, suffix = strings.TrimSuffix(b, "4"), "4"
@@ -360,6 +361,9 @@ func checkGoals(res osuResults) {
 	} else {
 		line("8 B message rate >= 1.0x MPICH", "not measured")
 	}
+	if g, m, ok := ratio("mrp", 8); ok {
+		line("8 B message rate, persistent (mrp)", fmt.Sprintf("%.2f vs %.2f M/s = %.2fx  %s", g, m, g/m, verdict(g >= m)))
+	}
 	if g, m, ok := ratio("allreduce", 8<<20); ok {
 		line("8 MiB allreduce <= 1.0x MPICH", fmt.Sprintf("%.0f vs %.0f µs = %.2fx  %s", g, m, g/m, verdict(g <= m)))
 	} else {
@@ -414,6 +418,7 @@ var summaryRows = []struct {
 	{"bandwidth, 64 KiB", "", "bw", 64 << 10, "GB/s", "", nil},
 	{"bandwidth, 4 MiB", "", "bw", 4 << 20, "GB/s", ">= 0.95x", func(g, m float64) bool { return g >= 0.95*m }},
 	{"message rate, 8 B (osu_mbw_mr, window 64)", "", "mr", 8, "M msg/s", ">= 1.0x", func(g, m float64) bool { return g >= m }},
+	{"message rate, 8 B, persistent requests (StartAll / MPI_Startall)", "", "mrp", 8, "M msg/s", "", nil},
 	{"task farm, 2000 tasks of 10-80 µs (AnySource)", "", "farm", 8, "ms", "", nil},
 	{"allreduce, 8 B", "", "allreduce", 8, "µs", "", nil},
 	{"allreduce, 1 MiB", "", "allreduce", 1 << 20, "µs", "", nil},

@@ -11,6 +11,9 @@
  *             once, windows of 64 nonblocking sends each acknowledged (4 bytes),
  *             millions of messages/s summed over pairs, 1 B to 64 KiB
  *             (cmd/gompi-bench/mr.go)
+ *   mrp       mr with persistent requests: per size, windows of 64
+ *             MPI_Send_init/MPI_Recv_init made once, each iteration
+ *             MPI_Startall and MPI_Waitall (cmd/gompi-bench/mr.go)
  *   farm      task farm: rank 0 hands 2000 tasks (8 B) to the workers that ask
  *             first (MPI_ANY_SOURCE), each computes 10-80 us (busy); time of
  *             the whole farm, ms (cmd/gompi-bench/farm.go; ITERS: task count)
@@ -142,31 +145,41 @@ int main(int argc, char **argv) {
       }
       if (rank == 0) printf("bw %zu %.4f\n", n, (double)n * W * it / (MPI_Wtime() - t0) / 1e9);
     }
-  } else if (!strcmp(bench, "mr")) {
+  } else if (!strcmp(bench, "mr") || !strcmp(bench, "mrp")) {
     enum { W = 64 };
     MPI_Request req[W];
     MPI_Status st[W];
-    int pairs = size / 2;
+    int pairs = size / 2, persistent = !strcmp(bench, "mrp");
     char ack[4] = {0};
     for (size_t n = 1; n <= max && n <= (64u << 10); n *= 2) {
       int it = iters(n, 2000, 50), warm = it / 10;
       double t0 = 0, rate = 0, sum = 0;
       MPI_Barrier(MPI_COMM_WORLD);
+      if (persistent && rank < 2 * pairs)
+        for (int w = 0; w < W; w++) {
+          if (rank < pairs) MPI_Send_init(a, (int)n, MPI_BYTE, rank + pairs, 2, MPI_COMM_WORLD, &req[w]);
+          else MPI_Recv_init(b, (int)n, MPI_BYTE, rank - pairs, 2, MPI_COMM_WORLD, &req[w]);
+        }
       for (int i = 0; i < it + warm && rank < 2 * pairs; i++) {
         if (i == warm) t0 = MPI_Wtime();
+        if (persistent) MPI_Startall(W, req);
         if (rank < pairs) {
-          for (int w = 0; w < W; w++) MPI_Isend(a, (int)n, MPI_BYTE, rank + pairs, 2, MPI_COMM_WORLD, &req[w]);
+          if (!persistent)
+            for (int w = 0; w < W; w++) MPI_Isend(a, (int)n, MPI_BYTE, rank + pairs, 2, MPI_COMM_WORLD, &req[w]);
           MPI_Waitall(W, req, st);
           MPI_Recv(ack, 4, MPI_BYTE, rank + pairs, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
         } else {
-          for (int w = 0; w < W; w++) MPI_Irecv(b, (int)n, MPI_BYTE, rank - pairs, 2, MPI_COMM_WORLD, &req[w]);
+          if (!persistent)
+            for (int w = 0; w < W; w++) MPI_Irecv(b, (int)n, MPI_BYTE, rank - pairs, 2, MPI_COMM_WORLD, &req[w]);
           MPI_Waitall(W, req, st);
           MPI_Send(ack, 4, MPI_BYTE, rank - pairs, 3, MPI_COMM_WORLD);
         }
       }
       if (rank < pairs) rate = (double)W * it / (MPI_Wtime() - t0) / 1e6;
+      if (persistent && rank < 2 * pairs)
+        for (int w = 0; w < W; w++) MPI_Request_free(&req[w]);
       MPI_Reduce(&rate, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
-      if (rank == 0) printf("mr %zu %.4f\n", n, sum);
+      if (rank == 0) printf("%s %zu %.4f\n", bench, n, sum);
     }
   } else if (!strcmp(bench, "farm")) {
     long long msg = 0, tasks = force ? force : 2000;
@@ -234,7 +247,7 @@ int main(int argc, char **argv) {
     }
     free(ov_in), free(ov_out), free(ov_work);
   } else {
-    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, mr, farm, allreduce, barrier, overlap)\n", bench);
+    if (rank == 0) fprintf(stderr, "osu: unknown benchmark %s (latency, pairs, bw, mr, mrp, farm, allreduce, barrier, overlap)\n", bench);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   free(a);
