@@ -162,21 +162,7 @@ func (p *Persistent) reset() error {
 	if !r.isDone() {
 		return errPersistent(p, "start of an active")
 	}
-	if r.asked() {
-		// complete still holds mu while it closes done.
-		r.mu.Lock()
-		r.mu.Unlock() //lint:ignore SA2001 waiting for complete to leave is the point
-	}
-	r.setLocal(reqPending) // its owner saw it complete: no one else looks
-	if r.done != nil {
-		r.done = nil
-	}
-	if r.err != nil {
-		r.err = nil
-	}
-	if r.link != nil {
-		r.link = nil
-	}
+	r.rearm()
 	return nil
 }
 

@@ -95,15 +95,8 @@ func (c *Comm) repostOp(r *Request, op *recvOp, buf []byte, elem, src, tag, worl
 // fails when the slot's receive has not completed yet.
 func (s *RecvSlot) reset() bool {
 	r := &s.req
-	if s.started {
-		if !r.isDone() {
-			return false
-		}
-		if r.asked() {
-			// complete still holds mu while it closes done.
-			r.mu.Lock()
-			r.mu.Unlock() //lint:ignore SA2001 waiting for complete to leave is the point
-		}
+	if s.started && !r.isDone() {
+		return false
 	}
 	s.started = true
 	op := s.cur
@@ -119,25 +112,7 @@ func (s *RecvSlot) reset() bool {
 		op.alloc = false
 	}
 	s.cur = op
-	// Only what is set is cleared: every pointer store costs a write
-	// barrier while the garbage collector runs.
-	r.setLocal(reqPending) // its owner saw it complete: no one else looks
-	if r.done != nil {
-		r.done = nil
-	}
-	r.status = Status{}
-	if r.err != nil {
-		r.err = nil
-	}
-	if r.data != nil {
-		r.data = nil
-	}
-	if r.link != nil {
-		r.link = nil
-	}
-	if r.op != nil {
-		r.op = nil
-	}
+	r.rearm()
 	return true
 }
 

@@ -145,6 +145,35 @@ func (r *Request) publishAsked() {
 	r.mu.Unlock()
 }
 
+// rearm makes a completed request pending again for its owner's next
+// operation (a RecvSlot's, a Persistent's): the owner saw it complete, so
+// no one else looks. Only what is set is cleared: every pointer store
+// costs a write barrier while the garbage collector runs.
+func (r *Request) rearm() {
+	if r.asked() {
+		// complete still holds mu while it closes done.
+		r.mu.Lock()
+		r.mu.Unlock() //lint:ignore SA2001 waiting for complete to leave is the point
+	}
+	r.setLocal(reqPending)
+	if r.done != nil {
+		r.done = nil
+	}
+	r.status = Status{}
+	if r.err != nil {
+		r.err = nil
+	}
+	if r.data != nil {
+		r.data = nil
+	}
+	if r.link != nil {
+		r.link = nil
+	}
+	if r.op != nil {
+		r.op = nil
+	}
+}
+
 // isDone reports whether r completed (its status and err are final).
 func (r *Request) isDone() bool { return atomic.LoadUint32(&r.state)&reqPhase == reqComplete }
 
