@@ -134,3 +134,90 @@ func TestAttachReadsExitedProxyToEnd(t *testing.T) {
 		t.Fatalf("read %d bytes of output, want %d", got, chunk*chunks)
 	}
 }
+
+// eofFirstProc is the launcher's end of a proxy's pipes whose job write
+// returns only after the proxy has run its job and exited, and the stream's
+// end has been read: the order of a launch whose sending goroutine was not
+// scheduled while a proxy on another core did it all.
+type eofFirstProc struct {
+	in, out *os.File
+	eof     chan struct{}
+	eofOnce sync.Once
+}
+
+func (p *eofFirstProc) Read(b []byte) (int, error) {
+	n, err := p.out.Read(b)
+	if err != nil {
+		p.eofOnce.Do(func() { close(p.eof) })
+	}
+	return n, err
+}
+
+func (p *eofFirstProc) Write(b []byte) (int, error) {
+	n, err := p.in.Write(b)
+	if len(b) > 12 { // the job's frame, not yamux's stream opening
+		select {
+		case <-p.eof:
+			time.Sleep(5 * time.Millisecond) // let yamux act on the end
+		case <-time.After(10 * time.Second):
+		}
+	}
+	return n, err
+}
+
+func (p *eofFirstProc) Close() error { p.in.Close(); return p.out.Close() }
+func (p *eofFirstProc) Wait() error  { return nil }
+func (p *eofFirstProc) Kill() error  { return p.Close() }
+
+// A proxy may take its job, run it and exit before the launcher's goroutine
+// that sent the job is scheduled again. Attach must still succeed and the
+// proxy's frames be read: launcher.ReadToEnd holds the stream's end back
+// until the job has been sent (without it yamux ended the session at the
+// end and the send failed in about half of the attempts, ErrSessionShutdown:
+// "send job: session shutdown" inside Slurm).
+func TestAttachProxyDoneBeforeJobSendReturns(t *testing.T) {
+	for i := 0; i < 20; i++ {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			defer inR.Close()
+			defer outW.Close()
+			cfg := yamux.DefaultConfig()
+			cfg.LogOutput = io.Discard
+			cfg.EnableKeepAlive = false
+			sess, err := yamux.Server(Coalesce(pipeRW{inR, outW}), cfg)
+			if err != nil {
+				return
+			}
+			st, err := sess.Accept()
+			if err != nil {
+				return
+			}
+			var kind [1]byte
+			if _, err := io.ReadFull(st, kind[:]); err != nil {
+				return
+			}
+			c := NewConn(st)
+			if _, err := c.Recv(); err != nil {
+				return
+			}
+			c.Send(Msg{T: MsgDone})
+		}()
+		proc := &eofFirstProc{in: inW, out: outR, eof: make(chan struct{})}
+		_, sess, conn, err := Attach(proc, &Job{Version: Version, JobID: "j"})
+		if err != nil {
+			t.Fatalf("attempt %d: %v", i, err)
+		}
+		f, err := conn.Recv()
+		if err != nil || f.Type != FrameMsg || f.Msg.T != MsgDone {
+			t.Fatalf("attempt %d: want the proxy's done, got %+v, %v", i, f, err)
+		}
+		sess.Close()
+	}
+}

@@ -3,6 +3,7 @@ package launcher
 import (
 	"errors"
 	"io"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -21,27 +22,84 @@ import (
 // and the reader runs on to the stream's end (EOF or the reset), which
 // ends the session only after the proxy's last frame.
 //
-// It does so once armed (Arm, after the job has been sent): a proxy that
-// could not even take its job failed to start, and that failure, with its
-// launcher's exit status, is what the caller must report.
+// Both start when the job has been sent (Arm). Before that, a write that
+// fails is a proxy that could not even take its job: a failed start, to be
+// reported with its launcher's exit status. And the stream's end is held
+// back until then: a proxy may run its whole job and exit before the
+// goroutine that sent the job is scheduled again, and yamux, seeing the
+// end, would fail that send (ErrSessionShutdown) though it was delivered.
 type ReadToEnd struct {
 	Proc
-	armed, gone atomic.Bool
+	gone      atomic.Bool
+	armed     chan struct{}
+	stopped   chan struct{}
+	armOnce   sync.Once
+	closeOnce sync.Once
+	initOnce  sync.Once
 }
 
-// Arm starts swallowing writes that fail because the peer is gone.
-func (c *ReadToEnd) Arm() { c.armed.Store(true) }
+func (c *ReadToEnd) init() {
+	c.initOnce.Do(func() {
+		c.armed = make(chan struct{})
+		c.stopped = make(chan struct{})
+	})
+}
+
+// Arm starts swallowing writes that fail because the peer is gone, and
+// lets the stream's end through.
+func (c *ReadToEnd) Arm() {
+	c.init()
+	c.armOnce.Do(func() { close(c.armed) })
+}
+
+func (c *ReadToEnd) isArmed() bool {
+	c.init()
+	select {
+	case <-c.armed:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *ReadToEnd) Read(b []byte) (int, error) {
+	n, err := c.Proc.Read(b)
+	if err != nil && !c.isArmed() {
+		select {
+		case <-c.armed:
+		case <-c.stopped:
+		}
+	}
+	return n, err
+}
 
 func (c *ReadToEnd) Write(b []byte) (int, error) {
 	if c.gone.Load() {
 		return len(b), nil
 	}
 	n, err := c.Proc.Write(b)
-	if err != nil && c.armed.Load() && PeerGone(err) {
+	if err != nil && PeerGone(err) && c.isArmed() {
 		c.gone.Store(true)
 		return len(b), nil
 	}
 	return n, err
+}
+
+// Close releases a read held at the stream's end, then closes the stream.
+func (c *ReadToEnd) Close() error {
+	c.stop()
+	return c.Proc.Close()
+}
+
+// Kill releases a held read, then kills the proxy.
+func (c *ReadToEnd) Kill() error {
+	c.stop()
+	return c.Proc.Kill()
+}
+
+func (c *ReadToEnd) stop() {
+	c.init()
+	c.closeOnce.Do(func() { close(c.stopped) })
 }
 
 // PeerGone reports whether a write failed because the other end of the
