@@ -37,6 +37,11 @@ func newStdio() stdio {
 
 func (s stdio) Read(b []byte) (int, error)  { return s.in.Read(b) }
 func (s stdio) Write(b []byte) (int, error) { return s.out.Write(b) }
+
+// SyscallConn is stdout's: when it is a TCP socket the proxy waits, before
+// it exits, until its last frame has been sent (proxy.waitSent).
+func (s stdio) SyscallConn() (syscall.RawConn, error) { return s.out.SyscallConn() }
+
 func (s stdio) Close() error {
 	s.in.Close()
 	return s.out.Close()

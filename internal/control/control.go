@@ -345,11 +345,13 @@ func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 
 // Attach opens the session of a proxy just started by a backend
 // (openSession over a launcher.Recording of it, so a later loss can be
-// explained). On error the proxy is killed and reaped before the error is
+// explained, and a launcher.ReadToEnd, so a proxy that has exited is read
+// to the end of what it sent). On error the proxy is killed and reaped before the error is
 // returned: exec copies its stderr (an agent's "cannot reach host") until
 // Wait, and that line is the reason; its exit status is added.
 func Attach(started launcher.Proc, job *Job) (*launcher.Recording, *yamux.Session, *Conn, error) {
-	proc := &launcher.Recording{Proc: started}
+	drain := &launcher.ReadToEnd{Proc: started}
+	proc := &launcher.Recording{Proc: drain}
 	sess, conn, err := openSession(proc, job)
 	if err != nil {
 		proc.Kill()
@@ -358,5 +360,8 @@ func Attach(started launcher.Proc, job *Job) (*launcher.Recording, *yamux.Sessio
 		}
 		return nil, nil, nil, err
 	}
+	// From here on the proxy may exit as soon as it has sent its last
+	// frame: what it sent is read even when writes to it fail.
+	drain.Arm()
 	return proc, sess, conn, nil
 }

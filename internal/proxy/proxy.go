@@ -217,22 +217,20 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				p.log.Debug("launcher gone after the last rank ended", "err", err)
 				return nil
 			}
-			// Keep relaying for the proxies below until they are done,
-			// then let the launcher close first so the last frames are
-			// read.
-			allDone := p.tree.allDone
-			var linger <-chan time.Time
+			// Keep relaying for the proxies below until they are done.
+			// Then this proxy's part is over once what it wrote has left
+			// this host: the launcher reads a stream to its end even when
+			// its own writes to an exited proxy fail (launcher.ReadToEnd),
+			// so there is no need to wait for it to close the session.
 			for {
 				select {
-				case <-allDone:
-					allDone = nil
-					linger = time.After(10 * time.Second)
+				case <-p.tree.allDone:
+					waitSent(rw, lost, 10*time.Second)
+					return nil
 				case <-lost:
 					return nil
 				case m := <-cmds:
 					p.command(m, false)
-				case <-linger:
-					return nil
 				}
 			}
 		case err := <-lost:

@@ -125,14 +125,16 @@ func (t *tree) relay(c *child) {
 			up.SendOutput(f.Rank, f.FD, f.Data, true)
 			continue
 		}
-		switch f.Msg.T {
-		case control.MsgFence:
+		if f.Msg.T == control.MsgFence {
 			t.fence(f.Msg.KVS)
 			continue
-		case control.MsgDone, control.MsgLost:
+		}
+		// Sent before the host counts as ended: this proxy exits once
+		// every host below has, and the last `done` must have gone up.
+		up.Send(f.Msg)
+		if f.Msg.T == control.MsgDone || f.Msg.T == control.MsgLost {
 			t.hostEnded(f.Msg.Host)
 		}
-		up.Send(f.Msg)
 	}
 }
 

@@ -490,3 +490,36 @@ func TestSlurmFinishedNodeReleased(t *testing.T) {
 	}
 	j.assertNoLeftovers(10 * time.Second)
 }
+
+// TestSlurmProxyExitLosesNoOutput: a proxy exits once its `done` has left
+// its node (its TCP connection's send queue is empty), without waiting for
+// gompiexec to close the session; gompiexec's writes that come later (rank
+// 0's stdin, yamux window updates while it reads the last output) meet the
+// exited proxy's reset, and everything the proxy sent must still be read
+// (launcher.ReadToEnd). Several jobs in one allocation, each rank printing
+// more than yamux's window right before it exits, rank 0 reading a little
+// of a flowing stdin.
+func TestSlurmProxyExitLosesNoOutput(t *testing.T) {
+	_, s := slurmSetup(t)
+	jobs := 15
+	if testing.Short() {
+		jobs = 5
+	}
+	marker := testkit.NewMarker("gompi-slurm-test")
+	g := strings.Join(gompiexecArgs(&job{Job: &testkit.Job{Marker: marker}}), " ")
+	script := fmt.Sprintf(`tmp=$(mktemp -d)
+for i in $(seq 1 %d); do
+	yes | %s -n 3 /bin/sh -c 'head -c 1000 >/dev/null; yes abcdefghij | head -c 600000' >$tmp/out 2>$tmp/err
+	rc=$?
+	n=$(wc -c <$tmp/out)
+	if [ $rc != 0 ] || [ $n != 1800000 ]; then echo "job $i: exit $rc, $n bytes of 1800000: $(cat $tmp/err)"; rm -r $tmp; exit 1; fi
+done
+rm -r $tmp
+echo all jobs whole`, jobs, g)
+	j := sallocJob(t, s, marker, []string{"-N", "3", "--ntasks-per-node=1"}, "/bin/sh", "-c", script)
+	r := j.wait(120 * time.Second)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "all jobs whole") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	j.assertNoLeftovers(10 * time.Second)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -205,4 +206,28 @@ func TestProxyHeartbeatEndsRanksOfSilentLauncher(t *testing.T) {
 	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGKILL)
 	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGCONT)
 	<-j.Done()
+}
+
+// A proxy exits as soon as its `done` has left its host, without waiting
+// for gompiexec to close the session; gompiexec's writes that come later
+// (rank 0's stdin, yamux window updates while it reads the last output)
+// fail, and the launcher must still read everything the proxy sent
+// (launcher.ReadToEnd). Each job: two proxies, rank 0 reads a little of a
+// flowing stdin, every rank prints more than yamux's window right before
+// it exits. Without ReadToEnd about one job in ten lost its proxy's last
+// frames ("lost connection to gompi-proxy", output cut short).
+func TestProxyExitLosesNoOutput(t *testing.T) {
+	jobs := 40
+	if testing.Short() {
+		jobs = 10
+	}
+	const each = 600000
+	stdin := strings.Repeat("y\n", 2<<20)
+	prog := "head -c 1000 >/dev/null; yes abcdefghij | head -c " + strconv.Itoa(each)
+	for i := 0; i < jobs; i++ {
+		r := runJob(t, stdin, "-launcher", "fork", "-hosts", "nodeA,nodeB", "-n", "2", "/bin/sh", "-c", prog)
+		if r.Code != 0 || len(r.Stdout) != 2*each {
+			t.Fatalf("job %d: exit %d, %d bytes of output, want %d; stderr %s", i, r.Code, len(r.Stdout), 2*each, r.Stderr)
+		}
+	}
 }
