@@ -28,7 +28,6 @@ const (
 	offPid      = 24  // 2 x uint32, pid of side 0 (creator) and side 1
 	offStart    = 32  // 2 x uint64, start time of those pids (against pid reuse)
 	offPidNS    = 48  // 2 x uint64, pid namespace inode (pids compare only within one)
-	offKey      = 64  // uint64, the frames' position key (top bit set; see frameKey)
 	offClosed   = 128 // 2 x uint32, side i has closed
 	offRings    = 256 // ring i's control block at offRings + i*ringStride
 	ringStride  = 512
@@ -44,22 +43,18 @@ const (
 	rcProdSeq  = 388 // uint32 futex word the producer sleeps on
 
 	fileMagic   = 0x314d48534f504d47 // "GMPOSHM1" read little-endian
-	fileVersion = 3                  // 3: frames carry their position; 2: a waker clears the waiting flag (docs/shm.md)
+	fileVersion = 2                  // 2: a waker clears the waiting flag (docs/shm.md, "Wait and wake")
 
 	stateInit      = 0
 	stateReady     = 1
 	stateAttached  = 2
 	stateAbandoned = 3 // the creator gave up waiting
 
-	// A frame header is two 8-byte words: frameTag in the top 16 bits and
-	// the message length in the low 48 of the first; the frame's stream
-	// position XOR the file's key in the second (its seal), stored last
-	// (docs/shm.md, "Ring protocol"). Frames start 16-aligned, so a header
-	// never straddles the wrap-around point; the body may and is
-	// split-copied.
+	// A frame header is one 8-byte word: frameTag in the top 16 bits, the
+	// message length in the low 48. Frames start 8-aligned, so a header never
+	// straddles the wrap-around point; the body may and is split-copied.
 	frameTag   = 0xA55A
-	frameBytes = 16
-	frameAlign = 16
+	frameBytes = 8
 
 	// publishChunk: a long message's producer publishes its head (and its
 	// consumer its tail) every this many bytes, so both copy concurrently.
@@ -79,25 +74,10 @@ type ring struct {
 	consSeq, prodSeq   *atomic.Uint32 // futex words, bumped by every wake-up
 	data               []byte
 	mask               uint64
-	key                uint64 // the file's key: a frame at position p is sealed with p^key
 	pos                uint64 // own counter: head for the producer, tail for the consumer
-	cache              uint64 // last value read of the other side's counter (consumer: within a frame)
-	published          uint64 // own counter as last made visible (producer: sealed or stored in head)
-
-	// Producer only. gate: the first frame written but not yet sealed
-	// (valid if gated); slow: the frame being written goes through put, so
-	// publishing stores head too (its consumer follows head in its body).
-	gate        uint64
-	gated, slow bool
+	cache              uint64 // last value read of the other side's counter
+	published          uint64 // own counter as last stored in shared memory
 }
-
-// seal returns the seal word of the frame at ring offset off.
-func (r *ring) seal(off uint64) *atomic.Uint64 {
-	return (*atomic.Uint64)(unsafe.Pointer(&r.data[off+8]))
-}
-
-// frameSize is the ring bytes of a frame of an n-byte message.
-func frameSize(n uint64) uint64 { return frameBytes + n + (-n & (frameAlign - 1)) }
 
 func (r *ring) size() uint64 { return r.mask + 1 }
 
@@ -176,27 +156,18 @@ func (c *Chan) SendMany(ctx context.Context, n int, frame func(i int) (hdr, payl
 	r := &c.tx
 	// Checked once: a channel that closes half-way through is found by
 	// the next Send, as one closing between two Sends is.
-	ok := c.txErr == nil && !c.closing.Load() && c.closedPeer.Load() == 0 && r.pos&(frameAlign-1) == 0
+	ok := c.txErr == nil && !c.closing.Load() && c.closedPeer.Load() == 0 && r.pos&7 == 0
 	for i := 0; i < n; i++ {
 		hdr, payload := frame(i)
 		k := uint64(len(hdr)) + uint64(len(payload))
-		if need, off := frameSize(k), r.pos&r.mask; ok && need <= fastFrame &&
+		if need, off := frameBytes+k+(-k&7), r.pos&r.mask; ok && need <= fastFrame &&
 			r.size()-(r.pos-r.cache) >= need && off+need <= r.size() {
 			f := r.data[off : off+need]
 			binary.LittleEndian.PutUint64(f, frameTag<<48|k)
 			copy(f[frameBytes+copy(f[frameBytes:], hdr):], payload)
-			// The first frame is the gate, sealed last (publishTx) with
-			// one atomic store; the consumer reaches the later ones
-			// only through it, so theirs can be plain stores.
-			if r.gated {
-				binary.LittleEndian.PutUint64(f[8:], r.pos^r.key)
-			} else {
-				r.gate, r.gated = r.pos, true
-			}
 			r.pos += need
 			continue
 		}
-		c.publishTx() // what is before it, in case it waits for room
 		if err := c.send(ctx, hdr, payload); err != nil {
 			c.publishTx()
 			c.sendMu.Unlock()
@@ -217,7 +188,7 @@ func (c *Chan) TrySend(hdr, payload []byte) (bool, error) {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
 	n := uint64(len(hdr)) + uint64(len(payload))
-	need := frameSize(n)
+	need := frameBytes + n + (-n & 7)
 	r := &c.tx
 	if r.size()-(r.pos-r.cache) < need {
 		t := r.tail.Load()
@@ -244,50 +215,29 @@ func (c *Chan) send(ctx context.Context, hdr, payload []byte) error {
 		return ErrTooLarge
 	}
 	r := &c.tx
-	if r.pos&(frameAlign-1) != 0 {
+	if r.pos&7 != 0 {
 		return fmt.Errorf("%w: head at unaligned position %d", ErrCorrupt, r.pos)
 	}
-	// A short frame that does not wrap is written whole, then sealed:
-	// its consumer reads it in place once the seal is there. The common
-	// case (it fits, as the cached tail says) has no loop and no checks
-	// between the copies (a quarter of the sender's ring cost at 8 bytes).
-	if need, off := frameSize(n), r.pos&r.mask; need <= fastFrame && off+need <= r.size() {
-		if r.size()-(r.pos-r.cache) < need {
-			if err := c.refreshTx(ctx, need); err != nil {
-				if errors.Is(err, ErrCorrupt) {
-					c.txErr = fmt.Errorf("shm: send failed, channel closed: %w", err)
-					c.markClosed()
-				}
-				return err // nothing written: the channel stays usable
-			}
-		}
+	// The common case: a short message that fits, as the cached tail
+	// says, without wrapping: three copies, no loop and no checks
+	// between them (a quarter of the sender's ring cost at 8 bytes).
+	if need, off := frameBytes+n+(-n&7), r.pos&r.mask; need <= fastFrame && r.size()-(r.pos-r.cache) >= need && off+need <= r.size() {
 		f := r.data[off : off+need]
 		binary.LittleEndian.PutUint64(f, frameTag<<48|n)
 		copy(f[frameBytes+copy(f[frameBytes:], hdr):], payload)
-		// The seal's store is sequentially consistent: the frame is
-		// visible before it, and the load of the waiting flag after it
-		// is not moved before it (Dekker; see publishTx).
-		r.seal(off).Store(r.pos ^ r.key)
 		r.pos += need
-		r.published = r.pos
-		if r.consWait.Load() != 0 {
-			wakeFlagged(r.consWait, r.consSeq)
-		}
+		c.publishTx()
 		return nil
 	}
-	// A long or wrapping frame streams through put, publishing every
-	// publishChunk: head counts the bytes, the seal (at the first
-	// publication) says the frame has begun.
 	start := r.pos
 	err := c.reserve(ctx, frameBytes)
 	if err == nil {
 		binary.LittleEndian.PutUint64(r.data[r.pos&r.mask:], frameTag<<48|n)
-		r.gate, r.gated, r.slow = r.pos, true, true
 		r.pos += frameBytes
 		if err = c.put(ctx, hdr); err == nil {
 			err = c.put(ctx, payload)
 		}
-		if pad := -n & (frameAlign - 1); err == nil && pad != 0 {
+		if pad := -n & 7; err == nil && pad != 0 {
 			if err = c.reserve(ctx, pad); err == nil {
 				r.pos += pad // the pad bytes' content does not matter
 			}
@@ -296,16 +246,13 @@ func (c *Chan) send(ctx context.Context, hdr, payload []byte) error {
 	if err != nil {
 		if r.published == start && !errors.Is(err, ErrCorrupt) {
 			r.pos = start // nothing visible yet: as if never sent
-			r.gated, r.slow = false, false
 			return err
 		}
-		r.gated, r.slow = false, false
 		c.txErr = fmt.Errorf("shm: send failed mid-message, channel closed: %w", err)
 		c.markClosed()
 		return err
 	}
 	c.publishTx()
-	r.slow = false
 	return nil
 }
 
@@ -369,25 +316,16 @@ func (c *Chan) put(ctx context.Context, src []byte) error {
 	return nil
 }
 
-// publishTx makes everything up to r.pos visible to the consumer: it
-// stores head if a long frame is being written (head before the seal, so
-// a consumer that sees the seal finds head past the frame's header), then
-// seals the gate frame. The stores are sequentially consistent, so the
-// data copied before them is visible first, and the load of the waiter
-// flag after them cannot be reordered before them: either the consumer
-// sees the new head or seal, or we see its flag (Dekker).
+// publishTx makes everything up to r.pos visible to the consumer. The store
+// is sequentially consistent, so the data copied before it is visible
+// first, and the load of the waiter flag after it cannot be reordered before
+// it: either the consumer sees the new head or we see its flag (Dekker).
 func (c *Chan) publishTx() {
 	r := &c.tx
 	if r.pos == r.published {
 		return
 	}
-	if r.slow {
-		r.head.Store(r.pos)
-	}
-	if r.gated {
-		r.gated = false
-		r.seal(r.gate & r.mask).Store(r.gate ^ r.key)
-	}
+	r.head.Store(r.pos)
 	r.published = r.pos
 	if r.consWait.Load() != 0 { // the common case, inline: no call
 		wakeFlagged(r.consWait, r.consSeq)
@@ -492,11 +430,7 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 		return 0, c.rxErr
 	}
 	r := &c.rx
-	if r.pos&(frameAlign-1) != 0 {
-		return 0, c.rxFail(fmt.Errorf("%w: frame at unaligned position %d", ErrCorrupt, r.pos), true)
-	}
-	off := r.pos & r.mask
-	if r.seal(off).Load() != r.pos^r.key {
+	if r.cache-r.pos < frameBytes {
 		wctx := ctx
 		if idle != nil {
 			wctx = idle
@@ -505,7 +439,7 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 		if idle != nil && idleSpin != 0 {
 			spin = idleSpin
 		}
-		if err := c.awaitFrame(wctx, spin); err != nil {
+		if err := c.refreshRxSpin(wctx, frameBytes, spin); err != nil {
 			if idle != nil && idle.Err() != nil && ctx.Err() == nil && !errors.Is(err, ErrClosed) && !errors.Is(err, ErrPeerDead) {
 				return 0, ErrIdle
 			}
@@ -517,7 +451,10 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 			}
 		}
 	}
-	n64, err := decodeFrame(binary.LittleEndian.Uint64(r.data[off:]))
+	if r.pos&7 != 0 {
+		return 0, c.rxFail(fmt.Errorf("%w: frame at unaligned position %d", ErrCorrupt, r.pos), true)
+	}
+	n64, err := decodeFrame(binary.LittleEndian.Uint64(r.data[r.pos&r.mask:]))
 	if err != nil {
 		return 0, c.rxFail(err, true)
 	}
@@ -525,13 +462,10 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 		return 0, c.rxFail(fmt.Errorf("%w: message of %d bytes", ErrCorrupt, n64), true)
 	}
 	n := int(n64)
-	total := frameSize(n64)
-	// A short frame that does not wrap was sealed whole (send). The
-	// common case, one at least as long as hdr, is copied out of the
-	// ring in place, without take's loops (a third of the receiver's
-	// ring cost at 8 bytes).
-	whole := total <= fastFrame && off+total <= r.size()
-	if whole && n >= len(hdr) {
+	// The common case: a short frame that is all there, in one piece,
+	// and at least as long as hdr: copy out of the ring in place, without
+	// take's loops (a third of the receiver's ring cost at 8 bytes).
+	if total, off := frameBytes+n64+(-n64&7), r.pos&r.mask; total <= fastFrame && r.cache-r.pos >= total && off+total <= r.size() && n >= len(hdr) {
 		f := r.data[off+frameBytes : off+frameBytes+n64]
 		copy(hdr, f)
 		n -= len(hdr)
@@ -549,18 +483,10 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 		}
 		return n, nil
 	}
-	// take follows r.cache, which only a long frame's head moves: a
-	// whole frame is all there; of another, at least its header is
-	// (its producer stored head before the seal).
-	if end := r.pos + total; whole && int64(end-r.cache) > 0 {
-		r.cache = end
-	} else if end := r.pos + frameBytes; int64(end-r.cache) > 0 {
-		r.cache = end
-	}
 	r.pos += frameBytes
 	if hdr != nil {
 		if n < len(hdr) {
-			if err := c.take(ctx, nil, n64+(-n64&(frameAlign-1))); err != nil {
+			if err := c.take(ctx, nil, n64+(-n64&7)); err != nil {
 				return 0, c.rxFail(err, true)
 			}
 			c.publishRx()
@@ -576,7 +502,7 @@ func (c *Chan) recvUnlocked(ctx, idle context.Context, idleSpin time.Duration, h
 		buf = dst(n)
 	}
 	m := min(len(buf), n)
-	err = c.take(ctx, buf[:m], uint64(n-m)+(-n64&(frameAlign-1)))
+	err = c.take(ctx, buf[:m], uint64(n-m)+(-n64&7))
 	if err != nil {
 		return 0, c.rxFail(err, true)
 	}
@@ -623,7 +549,18 @@ func (c *Chan) PeerWord() uint64 {
 func (c *Chan) Pending() bool {
 	c.recvMu.Lock()
 	defer c.recvMu.Unlock()
-	return c.PendingExclusive()
+	if c.closing.Load() || c.rxErr != nil {
+		return false
+	}
+	if c.rx.cache != c.rx.pos {
+		return true
+	}
+	c.rx.cache = c.rx.head.Load()
+	if c.rx.cache-c.rx.pos > c.rx.size() {
+		c.rx.cache = c.rx.pos // corrupt: Recv rereads the head and reports it
+		return true
+	}
+	return c.rx.cache != c.rx.pos
 }
 
 // PendingExclusive is Pending for a caller that serialises its receives
@@ -634,16 +571,16 @@ func (c *Chan) PendingExclusive() bool {
 	if c.closing.Load() || c.rxErr != nil {
 		return false
 	}
-	return c.rx.sealed()
-}
-
-// sealed reports whether the frame at the consumer's position has been
-// sealed (or the position is corrupt, which Recv reports).
-func (r *ring) sealed() bool {
-	if r.pos&(frameAlign-1) != 0 {
+	r := &c.rx
+	if r.cache != r.pos {
 		return true
 	}
-	return r.seal(r.pos&r.mask).Load() == r.pos^r.key
+	h := r.head.Load()
+	if h-r.pos > r.size() {
+		return true // corrupt: Recv rereads the head and reports it
+	}
+	r.cache = h
+	return h != r.pos
 }
 
 // RecvBytes receives one message into a new slice.
@@ -670,10 +607,16 @@ func decodeFrame(w uint64) (uint64, error) {
 // after the wait ended finds it (Recv delivers what was sent before a
 // peer closed or died).
 func (c *Chan) arrivedLate(err error) bool {
+	r := &c.rx
 	if c.closing.Load() || errors.Is(err, ErrCorrupt) {
 		return false
 	}
-	return c.rx.sealed()
+	h := r.head.Load()
+	if h == r.pos || h-r.pos > r.size() {
+		return false
+	}
+	r.cache = h
+	return true
 }
 
 // rxFail handles a failed receive: mid-message failures and corruption
@@ -683,22 +626,6 @@ func (c *Chan) rxFail(err error, midMessage bool) error {
 		c.rxErr = fmt.Errorf("shm: receive failed mid-message, channel closed: %w", err)
 		c.markClosed()
 	}
-	return err
-}
-
-// awaitFrame waits until the frame at the consumer's position is sealed.
-// It watches the seal, in the line the frame's start is in, instead of
-// head: one cache-line transfer per short message instead of two, and
-// head stays in the producer's cache.
-func (c *Chan) awaitFrame(ctx context.Context, spin time.Duration) error {
-	r := &c.rx
-	want := r.pos ^ r.key
-	// Free what we consumed before sleeping (the producer may be
-	// waiting for exactly that space).
-	c.publishRx()
-	_, err := c.awaitSpin(ctx, spin, &c.rxSpin, r.seal(r.pos&r.mask), r.consWait, r.consSeq, func(v uint64) bool {
-		return v == want
-	})
 	return err
 }
 

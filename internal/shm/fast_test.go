@@ -13,7 +13,7 @@ import (
 // TestFastPathBoundaries sends frames around the sizes and ring positions
 // where send and receive switch between their loop-free path (a short
 // frame, all there, not wrapping) and put/take: every size at every
-// 16-aligned ring offset, received by Recv, RecvSplit and the exclusive
+// 8-aligned ring offset, received by Recv, RecvSplit and the exclusive
 // receive, whole and truncated.
 func TestFastPathBoundaries(t *testing.T) {
 	const ring = 16 << 10
@@ -35,7 +35,7 @@ func TestFastPathBoundaries(t *testing.T) {
 			ctx := context.Background()
 			seq := byte(0)
 			for _, size := range sizes {
-				// Shift the ring position by 16 bytes per round, so the
+				// Shift the ring position by 8 bytes per round, so the
 				// frame starts at every offset and wraps every way.
 				for round := 0; round < ring/8+2; round += max(1, size/64) {
 					seq++
@@ -50,7 +50,7 @@ func TestFastPathBoundaries(t *testing.T) {
 					if err := checkRecv(ctx, b, rc.name == "Exclusive", rc.hdr, rc.trunc, msg); err != nil {
 						t.Fatalf("size %d round %d: %v", size, round, err)
 					}
-					// A filler frame moves the next one 16 bytes on.
+					// A filler frame moves the next one 8 bytes on.
 					if err := a.Send(ctx, nil, nil); err != nil {
 						t.Fatal(err)
 					}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -70,7 +69,6 @@ func create(ctx context.Context, path string, o Options) (*Chan, error) {
 	u64(mem, offMagic).Store(fileMagic)
 	u32(mem, offVersion).Store(fileVersion)
 	u64(mem, offRingSize).Store(uint64(o.RingSize))
-	u64(mem, offKey).Store(newFrameKey())
 	writeIdentity(mem, 0)
 	state := u32(mem, offState)
 	state.Store(stateReady) // last: the opener validates nothing before this
@@ -179,9 +177,6 @@ func checkHeader(mem []byte) (ringSize uint64, err error) {
 	if v := u32(mem, offVersion).Load(); v != fileVersion {
 		return 0, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, fileVersion)
 	}
-	if k := u64(mem, offKey).Load(); k>>63 == 0 {
-		return 0, fmt.Errorf("%w: frame key %#x without its top bit", ErrCorrupt, k)
-	}
 	rs := u64(mem, offRingSize).Load()
 	if rs < MinRingSize || rs > MaxRingSize || rs&(rs-1) != 0 || rs > uint64(maxInt-hdrSize)/2 {
 		return 0, fmt.Errorf("%w: ring size %d", ErrCorrupt, rs)
@@ -232,8 +227,6 @@ func newChan(mem []byte, side int, o Options) (*Chan, error) {
 	rs := o.RingSize
 	c.tx = mkRing(mem, side, rs)
 	c.rx = mkRing(mem, 1-side, rs)
-	c.tx.key = u64(mem, offKey).Load()
-	c.rx.key = c.tx.key
 	// Resume from the shared counters: zero for a fresh file, whatever the
 	// image holds otherwise (the fuzzer starts from arbitrary counters).
 	c.tx.pos = c.tx.head.Load()
@@ -259,12 +252,6 @@ func mkRing(mem []byte, i, rs int) ring {
 		mask:     uint64(rs - 1),
 	}
 }
-
-// newFrameKey draws a file's frame key (docs/shm.md, "Ring protocol"):
-// random, so that no message's bytes hold a seal but by a 2^-63 chance,
-// with the top bit set, so that no position below 2^63 seals as zero (the
-// ring's bytes before its first lap).
-func newFrameKey() uint64 { return rand.Uint64() | 1<<63 }
 
 // writeIdentity records this process in the header, for the peer's pid check.
 func writeIdentity(mem []byte, side int) {

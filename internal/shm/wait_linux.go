@@ -118,7 +118,6 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 			}
 			return v, nil
 		}
-		cpuPause()
 		if i&255 == 0 {
 			if c.stopped(ctx) {
 				break
