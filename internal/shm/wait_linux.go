@@ -118,6 +118,7 @@ func (c *Chan) awaitSpin(ctx context.Context, maxSpin time.Duration, ad *spinAda
 			}
 			return v, nil
 		}
+		cpuPause()
 		if i&255 == 0 {
 			if c.stopped(ctx) {
 				break
