@@ -165,8 +165,10 @@ func BenchmarkShmMsgRate8(b *testing.B) {
 	}()
 	reqs := make([]*Request, W)
 	buf, ack := make([]byte, 8), make([]byte, 4)
+	best := time.Hour
 	b.ResetTimer()
 	for i := 0; i < windows; i++ {
+		t0 := time.Now()
 		for w := range reqs {
 			reqs[w] = Isend(comms[0], buf, 1, 2)
 		}
@@ -176,8 +178,13 @@ func BenchmarkShmMsgRate8(b *testing.B) {
 		if _, err := Recv(comms[0], ack, 1, 3); err != nil {
 			b.Fatal(err)
 		}
+		best = min(best, time.Since(t0))
 	}
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
+	// The fastest window, which unlike the mean stays put on a busy
+	// host: both ranks running, the receiver draining as the sender
+	// fills (gompi-bench mr's overlap).
+	b.ReportMetric(float64(best.Nanoseconds())/W, "min-window-ns/msg")
 }
