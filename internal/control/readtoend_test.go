@@ -81,23 +81,8 @@ func TestAttachReadsExitedProxyToEnd(t *testing.T) {
 		defer close(exited)
 		defer inR.Close()
 		defer outW.Close()
-		cfg := yamux.DefaultConfig()
-		cfg.LogOutput = io.Discard
-		cfg.EnableKeepAlive = false
-		sess, err := yamux.Server(Coalesce(pipeRW{inR, outW}), cfg)
+		c, err := fakeProxy(inR, outW)
 		if err != nil {
-			return
-		}
-		st, err := sess.Accept()
-		if err != nil {
-			return
-		}
-		var kind [1]byte
-		if _, err := io.ReadFull(st, kind[:]); err != nil {
-			return
-		}
-		c := NewConn(st)
-		if _, err := c.Recv(); err != nil {
 			return
 		}
 		data := make([]byte, chunk)
@@ -188,23 +173,8 @@ func TestAttachProxyDoneBeforeJobSendReturns(t *testing.T) {
 		go func() {
 			defer inR.Close()
 			defer outW.Close()
-			cfg := yamux.DefaultConfig()
-			cfg.LogOutput = io.Discard
-			cfg.EnableKeepAlive = false
-			sess, err := yamux.Server(Coalesce(pipeRW{inR, outW}), cfg)
+			c, err := fakeProxy(inR, outW)
 			if err != nil {
-				return
-			}
-			st, err := sess.Accept()
-			if err != nil {
-				return
-			}
-			var kind [1]byte
-			if _, err := io.ReadFull(st, kind[:]); err != nil {
-				return
-			}
-			c := NewConn(st)
-			if _, err := c.Recv(); err != nil {
 				return
 			}
 			c.Send(Msg{T: MsgDone})
@@ -220,4 +190,29 @@ func TestAttachProxyDoneBeforeJobSendReturns(t *testing.T) {
 		}
 		sess.Close()
 	}
+}
+
+// fakeProxy is a proxy's side of the session over the pipes: the session,
+// its control stream, and the job taken.
+func fakeProxy(in, out *os.File) (*Conn, error) {
+	cfg := yamux.DefaultConfig()
+	cfg.LogOutput = io.Discard
+	cfg.EnableKeepAlive = false
+	sess, err := yamux.Server(Coalesce(pipeRW{in, out}), cfg)
+	if err != nil {
+		return nil, err
+	}
+	st, err := sess.Accept()
+	if err != nil {
+		return nil, err
+	}
+	var kind [1]byte
+	if _, err := io.ReadFull(st, kind[:]); err != nil {
+		return nil, err
+	}
+	c := NewConn(st)
+	if _, err := c.Recv(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
