@@ -12,10 +12,14 @@ import (
 )
 
 // gatedProc is the launcher's end of a proxy's two pipes. Once gateAt
-// bytes have been read, its next read waits until a write has returned,
-// and that write waits until the proxy has exited: the launcher's window
-// update then meets the closed pipe while the proxy's last frames are
-// still in it, the order that lost a `done` when it came by chance.
+// bytes have been read, its next read waits until a write has failed, and
+// a write from then on waits until the proxy has exited: a launcher's write (a
+// window update, a control message) then meets the closed pipe while the
+// proxy's last frames are still in it, the order that lost a `done` when
+// it came by chance. (Whether yamux's window update comes before or after
+// the gate depends on scheduling; the test makes a write of its own after
+// the proxy's exit, so that a failed write always comes before the reader
+// goes on.)
 type gatedProc struct {
 	in          *os.File // to the proxy's stdin
 	out         *os.File // from its stdout
@@ -38,12 +42,16 @@ func (p *gatedProc) Read(b []byte) (int, error) {
 }
 
 func (p *gatedProc) Write(b []byte) (int, error) {
-	if !p.gated.Load() {
-		return p.in.Write(b)
+	if p.gated.Load() {
+		<-p.proxyExited
 	}
-	<-p.proxyExited
-	defer p.wroteOnce.Do(func() { close(p.wrote) })
-	return p.in.Write(b)
+	n, err := p.in.Write(b)
+	if err != nil {
+		// The write that met the exited proxy: only now may the reader
+		// go on to the frames still in the pipe.
+		p.wroteOnce.Do(func() { close(p.wrote) })
+	}
+	return n, err
 }
 
 func (p *gatedProc) Close() error {
@@ -99,6 +107,12 @@ func TestAttachReadsExitedProxyToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sess.Close()
+	// A launcher's message after the proxy has gone (a kill, rank 0's
+	// stdin): it meets the closed pipe whatever yamux's window did.
+	go func() {
+		<-exited
+		conn.Send(Msg{T: MsgKill})
+	}()
 	got := 0
 	deadline := time.AfterFunc(20*time.Second, func() { proc.Close() })
 	defer deadline.Stop()
