@@ -350,7 +350,7 @@ func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 // returned: exec copies its stderr (an agent's "cannot reach host") until
 // Wait, and that line is the reason; its exit status is added.
 func Attach(started launcher.Proc, job *Job) (*launcher.Recording, *yamux.Session, *Conn, error) {
-	drain := &launcher.ReadToEnd{Proc: started}
+	drain := launcher.NewReadToEnd(started)
 	proc := &launcher.Recording{Proc: drain}
 	sess, conn, err := openSession(proc, job)
 	if err != nil {

@@ -35,25 +35,20 @@ type ReadToEnd struct {
 	stopped   chan struct{}
 	armOnce   sync.Once
 	closeOnce sync.Once
-	initOnce  sync.Once
 }
 
-func (c *ReadToEnd) init() {
-	c.initOnce.Do(func() {
-		c.armed = make(chan struct{})
-		c.stopped = make(chan struct{})
-	})
+// NewReadToEnd wraps p; it is not armed yet.
+func NewReadToEnd(p Proc) *ReadToEnd {
+	return &ReadToEnd{Proc: p, armed: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // Arm starts swallowing writes that fail because the peer is gone, and
 // lets the stream's end through.
 func (c *ReadToEnd) Arm() {
-	c.init()
 	c.armOnce.Do(func() { close(c.armed) })
 }
 
 func (c *ReadToEnd) isArmed() bool {
-	c.init()
 	select {
 	case <-c.armed:
 		return true
@@ -98,7 +93,6 @@ func (c *ReadToEnd) Kill() error {
 }
 
 func (c *ReadToEnd) stop() {
-	c.init()
 	c.closeOnce.Do(func() { close(c.stopped) })
 }
 
