@@ -375,6 +375,9 @@ func Reduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op, root int) error {
 	}
 	n := len(c.group)
 	if n == 1 {
+		if err := c.errUsable(); err != nil {
+			return err
+		}
 		copy(recvbuf, sendbuf)
 		return nil
 	}

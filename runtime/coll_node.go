@@ -74,6 +74,11 @@ func (p *proc) nodeKey() [layoutEntry]byte {
 
 // nodes returns c's layout, exchanging it on first use (collective).
 func (c *Comm) nodes() (*nodeState, error) {
+	// Every collective starts here, and one of one rank sends nothing
+	// that would find c freed.
+	if err := c.errUsable(); err != nil {
+		return nil, err
+	}
 	if c.node != nil {
 		return c.node, nil
 	}

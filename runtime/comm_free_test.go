@@ -45,18 +45,48 @@ func afterFree(d *Comm) error {
 	_, serr := Isend(d, buf, peer, 0).Wait(ctx)
 	_, rr := Recv(d, buf, peer, 0)
 	errs := []error{Send(d, buf, peer, 0), rr, rerr, serr, perr, d.Free()}
-	if n > 1 { // a collective of one rank sends nothing
-		errs = append(errs, d.Barrier(), Allreduce(d, buf, buf, Sum), Bcast(d, buf, 0),
-			d.WithContext(ctx).Barrier())
+	// Every collective, a communicator of one rank's too (those send
+	// nothing, so only the communicator's own check can refuse them).
+	all, all2 := make([]float64, 4*n), make([]float64, 4*n)
+	ones := make([]int, n)
+	for i := range ones {
+		ones[i] = 1
 	}
-	_, err := d.Dup()
-	errs = append(errs, err)
+	_, ierr := d.Ibarrier().Wait(ctx)
+	_, iaerr := Iallreduce(d, buf, buf, Sum).Wait(ctx)
+	_, dupErr := d.Dup()
+	_, splitErr := d.Split(0, 0)
+	vErr := BcastValue(d, new(int), 0)
+	_, agvErr := AllgatherValue(d, 1)
+	_, gvErr := GatherValue(d, 1, 0)
+	_, svErr := ScatterValue(d, ones, 0)
+	_, avErr := AlltoallValue(d, ones)
+	_, rvErr := ReduceValue(d, 1, func(a, b int) int { return a + b }, 0)
+	_, arvErr := AllreduceValue(d, 1, func(a, b int) int { return a + b })
+	_, igErr := Igather(d, buf, all, 0).Wait(ctx)
+	_, ibErr := Ibcast(d, buf, 0).Wait(ctx)
+	_, iscErr := Iscan(d, buf, all2[:len(buf)], Sum).Wait(ctx)
+	displs := make([]int, n)
+	for i := range displs {
+		displs[i] = i
+	}
+	errs = append(errs, gvErr, svErr, avErr, rvErr, arvErr, igErr, ibErr, iscErr,
+		Gatherv(d, buf[:1], all, ones, displs, 0), Scatterv(d, all, ones, displs, buf[:1], 0),
+		Allgatherv(d, buf[:1], all, ones, displs), Alltoallv(d, all, ones, displs, all2, ones, displs),
+		ReduceScatterBlock(d, all[:n], buf[:1], Sum))
+	errs = append(errs, d.Barrier(), d.WithContext(ctx).Barrier(), Allreduce(d, buf, buf, Sum),
+		Bcast(d, buf, 0), Reduce(d, buf, buf, Sum, 0), Gather(d, buf, all, 0),
+		Allgather(d, buf, all), Scatter(d, all, buf, 0), Alltoall(d, all, all2),
+		Scan(d, buf, buf, Sum), Exscan(d, buf, buf, Sum),
+		ReduceScatter(d, all[:n], buf[:1], ones, Sum), ierr, iaerr, dupErr, splitErr,
+		vErr, agvErr)
+	var bad []error
 	for i, err := range errs {
 		if !errors.Is(err, ErrFreed) {
-			return fmt.Errorf("operation %d after Free: %v, want ErrFreed", i, err)
+			bad = append(bad, fmt.Errorf("operation %d after Free: %v, want ErrFreed", i, err))
 		}
 	}
-	return nil
+	return errors.Join(bad...)
 }
 
 // TestCommFree: a freed communicator refuses every operation; its

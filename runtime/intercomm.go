@@ -67,8 +67,12 @@ func (c *Comm) RemoteGroup() Group {
 	return Group{slices.Clone(c.group)}
 }
 
-// intraOnly is the error of an operation that needs an intracommunicator.
+// intraOnly is the error of an operation that needs an intracommunicator,
+// or ErrFreed (a collective of one rank sends nothing that would find it).
 func (c *Comm) intraOnly(op string) error {
+	if err := c.errUsable(); err != nil {
+		return err
+	}
 	if c.inter != nil {
 		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather, Scatter, Allgather, their non-blocking forms, Merge, Free)", ErrIntercomm, op)
 	}
