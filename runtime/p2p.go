@@ -415,7 +415,7 @@ func (p *proc) deliver(op *recvOp, src, tag int, data []byte) {
 		return
 	}
 	n := copy(op.buf, data)
-	op.req.complete(recvStatus(op, src, tag, n), truncErr(len(data), len(op.buf)))
+	op.req.complete(recvStatus(op, src, tag, n), truncErr(len(data), len(op.buf), src, tag))
 }
 
 func recvStatus(op *recvOp, src, tag, n int) Status {
@@ -426,17 +426,22 @@ func recvStatus(op *recvOp, src, tag, n int) Status {
 	return Status{Source: src, Tag: tag, Count: c, Bytes: n}
 }
 
-// truncErr is ErrTruncate's error for a msg-byte message into a buf-byte
-// buffer, or nil. The check is inlined; the error is made out of line.
-func truncErr(msg, buf int) error {
+// truncErr is ErrTruncate's error for a msg-byte message from rank src
+// with tag into a buf-byte buffer, or nil. The check is inlined; the error
+// is made out of line.
+func truncErr(msg, buf, src, tag int) error {
 	if msg > buf {
-		return errTruncated(msg, buf)
+		return errTruncated(msg, buf, src, tag)
 	}
 	return nil
 }
 
-func errTruncated(msg, buf int) error {
-	return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+// errTruncated names the message's source and tag, when known (src >= 0).
+func errTruncated(msg, buf, src, tag int) error {
+	if src < 0 {
+		return fmt.Errorf("%w: %d-byte message, %d-byte buffer", ErrTruncate, msg, buf)
+	}
+	return fmt.Errorf("%w: %d-byte message from rank %d (tag %d), %d-byte buffer", ErrTruncate, msg, src, tag, buf)
 }
 
 // dispatch handles one incoming frame from pe; r yields its payload.
@@ -508,6 +513,6 @@ func (p *proc) readInto(op *recvOp, pe *peer, src, tag, n int, r *bufio.Reader) 
 			return err
 		}
 	}
-	op.req.complete(recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
+	op.req.complete(recvStatus(op, src, tag, k), truncErr(n, len(op.buf), src, tag))
 	return nil
 }

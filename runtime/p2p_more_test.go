@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -358,4 +359,38 @@ func TestRequestSets(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// TestTruncateNamesSource: a truncated receive's error names the message's
+// source rank and tag on every path (eager, rendezvous, ring, cross-memory
+// attach; blocking and non-blocking), so a user can tell which send was
+// too long.
+func TestTruncateNamesSource(t *testing.T) {
+	for _, tr := range transportMods {
+		for _, size := range []int{8, 1 << 18} {
+			for _, nb := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/%d/nonblocking=%v", tr.name, size, nb), func(t *testing.T) {
+					comms, _ := world(t, 3, tr.mod)
+					each(t, comms, func(c *Comm) error {
+						switch c.Rank() {
+						case 2:
+							return Send(c, make([]int64, size), 1, 5)
+						case 1:
+							buf := make([]int64, size/2)
+							var err error
+							if nb {
+								_, err = Irecv(c, buf, 2, 5).Wait(context.Background())
+							} else {
+								_, err = Recv(c, buf, 2, 5)
+							}
+							if !errors.Is(err, ErrTruncate) || !strings.Contains(fmt.Sprint(err), "from rank 2 (tag 5)") {
+								return fmt.Errorf("truncated receive: %v, want ErrTruncate naming rank 2 and tag 5", err)
+							}
+						}
+						return nil
+					})
+				})
+			}
+		}
+	}
 }

@@ -77,7 +77,7 @@ func Unpack[T Number](packed []byte, buf []T, count int, dt Datatype) (int, erro
 		}
 	}
 	if len(packed) > n {
-		return done, truncErr(len(packed), n)
+		return done, truncErr(len(packed), n, -1, 0)
 	}
 	return done, nil
 }

@@ -656,7 +656,7 @@ func (l *shmLink) complete(op *recvOp, src, tag, n int) {
 		return
 	}
 	k := min(n, len(op.buf))
-	l.finish(op, recvStatus(op, src, tag, k), truncErr(n, len(op.buf)))
+	l.finish(op, recvStatus(op, src, tag, k), truncErr(n, len(op.buf), src, tag))
 }
 
 // completeEager is complete for an eager frame's receive, which claimEager
@@ -667,7 +667,7 @@ func (l *shmLink) completeEager(op *recvOp, src, tag, n int) {
 		return
 	}
 	k := min(n, len(op.buf))
-	st, err := recvStatus(op, src, tag, k), truncErr(n, len(op.buf))
+	st, err := recvStatus(op, src, tag, k), truncErr(n, len(op.buf), src, tag)
 	if op == &l.xop {
 		l.xst, l.xerr, l.xdone = st, err, true
 		return
