@@ -225,6 +225,16 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	fail := func(err error) (*File, error) {
 		return nil, &Error{Op: "open", Path: path, Rank: rank, Off: -1, Err: err}
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if ctx.Done() != nil {
+		// ctx bounds every collective step (Open's own, and the file's
+		// through f.comm below), not only two-phase's messages: a rank
+		// that never calls a collective the others are in must not leave
+		// them waiting past the caller's deadline.
+		comm = comm.WithContext(ctx)
+	}
 	cfg, herr := parseHints(hints)
 	var lerr error
 	if herr != nil {
@@ -256,6 +266,9 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	dup, err := comm.Dup()
 	if err != nil {
 		return fail(err)
+	}
+	if ctx.Done() != nil {
+		dup = dup.WithContext(ctx) // a Dup does not keep the view's context
 	}
 	f := &File{ctx: ctx, comm: dup, rank: rank, path: path, mode: mode, hints: cfg}
 	// Write-only files are opened read-write when permissions allow, so
