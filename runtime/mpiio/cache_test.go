@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -377,4 +378,70 @@ func waitUnlocked(t *testing.T, j string) {
 			t.Fatalf("journal %s: %v", j, err)
 		}
 	}
+}
+
+// TestSetSizeAfterCachedWrites: SetSize cuts the file only after every
+// rank's cached writes reached it. Rank 1's cached write (its flush held
+// back) is drained by its SetSize; rank 0 (no cache) used to truncate at
+// once, so when rank 1 entered SetSize after that (here: once rank 0 is in
+// SetSize's agreement), its flush extended the file again past the size
+// every rank had asked for, with bytes written before the SetSize.
+func TestSetSizeAfterCachedWrites(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "f")
+	rank0Agreeing := make(chan struct{})
+	var once sync.Once
+	defer mpiio.SetTestAgree(func(op string, rank int) {
+		if op == "set size" && rank == 0 {
+			once.Do(func() { close(rank0Agreeing) })
+		}
+	})()
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		hints := mpiio.Hints{}
+		if c.Rank() == 1 {
+			hints = mpiio.Hints{"gompi_cache_dir": filepath.Join(dir, "cache"), "gompi_cache_flush_delay": "1h"}
+		}
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, hints)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			if _, err := f.WriteAt(bytes.Repeat([]byte{7}, 100), 500); err != nil {
+				return err
+			}
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			<-rank0Agreeing
+		}
+		if err := f.SetSize(10); err != nil {
+			return err
+		}
+		if sz, err := f.Size(); err != nil || sz != 10 {
+			return fmt.Errorf("Size after SetSize(10) = %d, %v", sz, err)
+		}
+		return f.Close()
+	})
+	if st, err := os.Stat(path); err != nil || st.Size() != 10 {
+		t.Fatalf("file after SetSize(10): %v, %v; want 10 bytes", st.Size(), err)
+	}
+}
+
+// TestSetSizeDiffers: ranks passing different sizes all get an error
+// (rank 0's size used to win silently).
+func TestSetSizeDiffers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	runRanks(t, 3, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		err = f.SetSize(int64(100 * (c.Rank() + 1)))
+		if !errors.Is(err, mpi.ErrArg) || !strings.Contains(err.Error(), "different sizes") {
+			return fmt.Errorf("SetSize with sizes differing across ranks: %v, want mpi.ErrArg naming different sizes", err)
+		}
+		return f.Close()
+	})
 }

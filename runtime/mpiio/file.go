@@ -184,6 +184,9 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	// -rank), if any; only then does its message travel. (Gathering every
 	// rank's message each time cost a value-encoded Allgather per step: a
 	// few ms of Open and SetView with more ranks than cores.)
+	if testAgree != nil {
+		testAgree(op, comm.Rank())
+	}
 	buf := make([]int64, 1+len(vals))
 	buf[0] = -int64(comm.Size())
 	if err != nil {
@@ -517,6 +520,19 @@ func (f *File) SetSize(size int64) error {
 	} else if f.cache != nil {
 		err = f.cache.drain()
 	}
+	// Every rank's cached writes are on the file before rank 0 cuts it: a
+	// flush after the truncation would extend the file again with bytes
+	// written before SetSize. (Cache hints may differ per rank, so every
+	// rank agrees; SetSize is rare.) The same step checks that every rank
+	// passed the same size, as MPI requires (else rank 0's won silently).
+	sz := []int64{size, -size}
+	if err := agreeMax(f.comm, f.path, "set size", f.err("set size", size, err), sz); err != nil {
+		return err
+	}
+	if sz[0] != -sz[1] {
+		// Every rank sees the same reduced values: all return this.
+		return f.err("set size", size, fmt.Errorf("%w: ranks passed different sizes (%d to %d)", mpi.ErrArg, -sz[1], sz[0]))
+	}
 	if err == nil && f.rank == 0 {
 		err = f.fd.Truncate(size)
 		if err == nil {
@@ -584,6 +600,9 @@ func (f *File) Close() error {
 	}
 	return err
 }
+
+// testAgree, when set (by tests), runs as a rank enters an agreement.
+var testAgree func(op string, rank int)
 
 // Delete removes a file (not collective, as MPI_File_delete).
 func Delete(path string) error {
