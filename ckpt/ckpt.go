@@ -174,8 +174,12 @@ type Ckpt struct {
 	partnerFrom []int
 	next        int // the next epoch's number
 	restored    int
-	last        time.Time
-	step        int64
+	// unreadable: committed epochs newer than the restored one that
+	// Restore found some rank could not read; pruning does not count them
+	// (set before any checkpoint, read by rank 0 and its committer).
+	unreadable map[int]bool
+	last       time.Time
+	step       int64
 
 	// Requests are numbered: reqSeq is the highest this rank received,
 	// handled the highest the ranks agreed on, so a request that reaches
@@ -536,7 +540,7 @@ func (c *Ckpt) committer() {
 			err = fmt.Errorf("ckpt: commit flushed epoch %d in %s: %w", m.Epoch, c.cfg.Prefix, err)
 			fmt.Fprintln(os.Stderr, err)
 			c.flushErr.Store(err)
-		} else if err := layout.Prune(c.cfg.Prefix, c.cfg.Keep); err != nil {
+		} else if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
 			fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
 		}
 		c.commits.Done()
@@ -662,7 +666,7 @@ func (c *Ckpt) Checkpoint() error {
 	if c.cfg.Cache == "" {
 		if rank == 0 {
 			c.prefixCommit = e
-			if err := layout.Prune(c.cfg.Prefix, c.cfg.Keep); err != nil {
+			if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
 				return fmt.Errorf("ckpt: prune %s: %w", c.cfg.Prefix, err)
 			}
 		}
@@ -799,8 +803,11 @@ func (c *Ckpt) pruneCache(dir string, recycle bool) {
 	for i := len(eps) - 1; i >= 0; i-- {
 		e := eps[i]
 		if e.Committed() {
-			kept++
-			if kept <= c.cfg.Keep {
+			if c.unreadable[e.Epoch] { // as layout.PruneUnreadable
+				if kept < c.cfg.Keep {
+					continue
+				}
+			} else if kept++; kept <= c.cfg.Keep {
 				continue
 			}
 		}

@@ -586,3 +586,74 @@ func TestCachePrimedBeforeFirstCheckpoint(t *testing.T) {
 	}
 	checkState(t, sts, 10)
 }
+
+// TestKeepSkipsUnreadableEpochs: an epoch a restart could not read back
+// does not count towards -ckpoint-keep. Epoch 2 is damaged, the job
+// restarts from epoch 1 and checkpoints epoch 3: with Keep 2, epochs 3 and
+// 2 used to be kept and epoch 1 removed, leaving one readable epoch (3)
+// where the user asked for two; 3 and 1 must stay readable. One more
+// checkpoint then removes both 1 and the damaged 2.
+func TestKeepSkipsUnreadableEpochs(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			cfg := Config{Prefix: t.TempDir(), Keep: 2}
+			if cached {
+				cfg.Cache = t.TempDir()
+			}
+			checkpointSteps(t, 3, cfg, 10, 20)
+			for _, dir := range []string{cfg.Prefix, cfg.Cache} {
+				if dir != "" {
+					if err := os.Remove(layout.RankPath(dir, 2, 1)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			run := func(steps ...int) {
+				noErrs(t, runRanks(t, 3, func(comm *mpi.Comm) error {
+					c, err := New(context.Background(), comm, cfg)
+					if err != nil {
+						return err
+					}
+					s := &state{Blob: &blob{}}
+					s.register(c)
+					if _, err := c.Restore(); err != nil {
+						return err
+					}
+					for _, st := range steps {
+						ns := newState(comm.Rank(), st)
+						s.Step, s.Grid, s.Blob.data = ns.Step, ns.Grid, ns.Blob.data
+						if err := c.Checkpoint(); err != nil {
+							return err
+						}
+					}
+					return c.Close()
+				}))
+			}
+			run(30)
+			// With a cache, the prefix commits only the newest flushed
+			// epoch: epoch 1 is kept in the cache.
+			where := cfg.Prefix
+			if cached {
+				where = cfg.Cache
+			}
+			for _, e := range []int{1, 3} {
+				if _, err := layout.ReadManifest(where, e); err != nil {
+					t.Fatalf("after restoring epoch 1 past the damaged 2 and checkpointing 3 with Keep 2: epoch %d: %v", e, err)
+				}
+			}
+			one := cfg
+			one.Epoch = 1
+			eps, sts, errs := restoreAll(t, 3, one, -1)
+			noErrs(t, errs)
+			if eps[0] != 1 {
+				t.Fatalf("restored %v, want epoch 1", eps)
+			}
+			checkState(t, sts, 10)
+			run(40)
+			got, err := layout.List(where)
+			if err != nil || len(got) != 2 || got[0].Epoch != 3 || got[1].Epoch != 4 {
+				t.Fatalf("epochs after one more checkpoint: %+v %v, want 3 and 4", got, err)
+			}
+		})
+	}
+}

@@ -260,6 +260,10 @@ func (c *Ckpt) Restore() (int, error) {
 		if lerr == nil {
 			tried = append(tried, fmt.Errorf("epoch %d: another rank could not read its file", e))
 		}
+		if c.unreadable == nil {
+			c.unreadable = map[int]bool{}
+		}
+		c.unreadable[e] = true
 	}
 	if c.cfg.Epoch > 0 {
 		return 0, fmt.Errorf("ckpt: -ckpoint-num %d: %w", c.cfg.Epoch, &RestoreError{Tried: tried})
