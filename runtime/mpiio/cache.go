@@ -153,6 +153,39 @@ func openCache(f *File) (*cache, error) {
 	return c, nil
 }
 
+// replayOnly (a read-only Open with a cache directory) writes what this
+// rank's journal of the file, left by a crashed run, acknowledged, and
+// removes the journal pair, as openCache's recovery does, keeping no cache.
+func replayOnly(f *File) error {
+	key, err := cacheKey(f.path, f.rank)
+	if err != nil {
+		return err
+	}
+	jnlPath := filepath.Join(f.hints.cacheDir, key+journal.JournalSuffix)
+	jf, err := os.OpenFile(jnlPath, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	defer jf.Close() // releases the lock, after the removals
+	if err := lockWaiting(f.ctx, jf); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if _, _, err := journal.ReplayFile(jf); err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	// The journal first: a data file alone is garbage, never a replay.
+	if err := os.Remove(jnlPath); err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	if err := os.Remove(filepath.Join(f.hints.cacheDir, key+journal.DataSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	return nil
+}
+
 // put caches b for file offset off (see putv).
 func (c *cache) put(off int64, b []byte) error {
 	return c.putv([]piece{{off: off, len: int64(len(b))}}, b, false)

@@ -385,6 +385,10 @@ func (f *File) setup() error {
 			return err
 		}
 		f.cache = c
+	} else if f.hints.cacheDir != "" {
+		// A read-only file keeps no cache, but must not read around
+		// writes a crashed run acknowledged: replay its journal first.
+		return replayOnly(f)
 	}
 	return nil
 }
