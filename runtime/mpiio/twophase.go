@@ -97,7 +97,7 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	f.mu.RUnlock()
 	lerr := f.check(op, write)
 	if lerr == nil {
-		lerr = f.checkOff(op, off, v)
+		lerr = f.checkOff(op, off, v, len(buf))
 	}
 	if write && f.cache != nil {
 		defer f.releaseWriters()
