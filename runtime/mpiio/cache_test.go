@@ -163,7 +163,11 @@ func TestCacheCrash(t *testing.T) {
 					t.Fatal(err)
 				}
 			case 1:
-				runRanks(t, 2, func(c *mpi.Comm) error {
+				// By a job of one rank: rank 1's journal is nobody's in
+				// it, and used to stay behind (its acknowledged records
+				// missing, to be written over newer bytes by a later
+				// replay).
+				runRanks(t, 1, func(c *mpi.Comm) error {
 					f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeWronly, mpiio.Hints{"gompi_cache_dir": cdir})
 					if err != nil {
 						return err

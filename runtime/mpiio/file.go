@@ -379,6 +379,11 @@ func (f *File) setup() error {
 	for i := range f.views {
 		f.views[i] = f.view
 	}
+	if f.hints.cacheDir != "" {
+		if err := replayOrphans(f); err != nil {
+			return err
+		}
+	}
 	if f.hints.cacheDir != "" && f.mode&ModeRdonly == 0 {
 		c, err := openCache(f)
 		if err != nil {
