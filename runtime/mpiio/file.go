@@ -640,6 +640,11 @@ func (f *File) SetAtomicity(on bool) error {
 			lerr = fmt.Errorf("%w: rank %d passed %v, rank %d %v", mpi.ErrArg, r, v, f.rank, on)
 		}
 	}
+	if lerr == nil && on && f.cache != nil {
+		// Atomic writes go to the file (see writeAt): every rank's
+		// cached ones first, so none lands over a later atomic write.
+		lerr = f.cache.drain()
+	}
 	if err := f.agree("set atomicity", f.err("set atomicity", -1, lerr)); err != nil {
 		return err
 	}

@@ -203,7 +203,15 @@ func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, 
 		defer unlock()
 		locked = true
 	}
-	if f.cache != nil {
+	if f.cache != nil && atomic {
+		// Atomic mode writes through: a cached extent would reach the
+		// file when its rank's flusher gets to it, after (and over)
+		// another rank's later overlapping write, and unseen by other
+		// ranks' reads. This rank's own earlier extents go first.
+		if err := f.cache.drain(); err != nil {
+			return 0, f.err("write", ps[0].off, err)
+		}
+	} else if f.cache != nil {
 		// All of the call's pieces as one extent: one append of the data,
 		// one journal record.
 		if err := f.cache.putv(ps, buf, hold); err != nil {
