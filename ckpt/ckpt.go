@@ -238,9 +238,28 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			}
 		}
 	}
+	var claimErr error
+	if cfg.Cache != "" {
+		claimErr = layout.ClaimCache(cfg.Cache, cfg.Prefix)
+	}
 	dup, err := comm.Dup()
 	if err != nil {
 		return nil, err
+	}
+	// Every rank learns if some node's cache is another prefix's (else the
+	// others would wait for it in the next collective).
+	bad := []int64{0}
+	if claimErr != nil {
+		bad[0] = 1
+	}
+	if err := mpi.Allreduce(dup, bad, bad, mpi.Max); err != nil {
+		return nil, err
+	}
+	if claimErr != nil {
+		return nil, fmt.Errorf("ckpt: rank %d: %w", comm.Rank(), claimErr)
+	}
+	if bad[0] != 0 {
+		return nil, fmt.Errorf("ckpt: rank %d: %w on another rank's node (see its error)", comm.Rank(), layout.ErrForeignCache)
 	}
 	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
 		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}, partnerTo: -1,

@@ -657,3 +657,40 @@ func TestKeepSkipsUnreadableEpochs(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheOfAnotherPrefix: a job with a new prefix and a cache directory
+// another job left (a common /tmp/ckpt) used to restore that job's
+// checkpoint from the cache, as if it were its own (heat then panicked on
+// a grid of another size). New now refuses such a cache on every rank,
+// naming it; the owning prefix still uses it.
+func TestCacheOfAnotherPrefix(t *testing.T) {
+	cache := t.TempDir()
+	a := Config{Prefix: t.TempDir(), Cache: cache, Keep: 2}
+	checkpointSteps(t, 2, a, 10)
+	b := Config{Prefix: t.TempDir(), Cache: cache, Keep: 2}
+	errs := runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, b)
+		if err != nil {
+			return err
+		}
+		s := &state{Blob: &blob{}}
+		s.register(c)
+		e, err := c.Restore()
+		c.Close()
+		return fmt.Errorf("restored epoch %d (%v) of another prefix's cache", e, err)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, layout.ErrForeignCache) {
+			t.Fatalf("rank %d: %v, want ErrForeignCache", r, err)
+		}
+		if r == 0 && !strings.Contains(err.Error(), cache) {
+			t.Fatalf("rank 0: %v does not name the cache %s", err, cache)
+		}
+	}
+	eps, sts, errs := restoreAll(t, 2, a, -1)
+	noErrs(t, errs)
+	if eps[0] != 1 {
+		t.Fatalf("the owner restored %v, want epoch 1", eps)
+	}
+	checkState(t, sts, 10)
+}
