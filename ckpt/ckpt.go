@@ -58,6 +58,10 @@ var (
 	// ErrNoCheckpoint: Restore found no epoch that every rank could read
 	// back; the application starts from the beginning.
 	ErrNoCheckpoint = errors.New("ckpt: no checkpoint to restart from")
+	// ErrEpochUnavailable: the epoch Config.Epoch (-ckpoint-num) asks
+	// for cannot be restored. It does not match ErrNoCheckpoint: the job
+	// must stop, not start from the beginning.
+	ErrEpochUnavailable = errors.New("ckpt: the requested epoch cannot be restored")
 	// ErrRankCount: the epoch was written by another number of ranks and
 	// no redistribution callback is registered.
 	ErrRankCount = errors.New("ckpt: checkpoint written by a different number of ranks")

@@ -694,3 +694,26 @@ func TestCacheOfAnotherPrefix(t *testing.T) {
 	}
 	checkState(t, sts, 10)
 }
+
+// TestRestoreRequestedEpochFails: with Config.Epoch (-ckpoint-num), an
+// epoch that cannot be restored is an error that does not match
+// ErrNoCheckpoint. It did: heat, as the package's documented loop does,
+// then started from step 0 and its checkpoints pruned the epochs the user
+// had asked to restart from.
+func TestRestoreRequestedEpochFails(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Keep: 5}
+	checkpointSteps(t, 2, cfg, 10, 20)
+	if err := os.Truncate(layout.RankPath(cfg.Prefix, 2, 1), 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int{2, 9} {
+		want := cfg
+		want.Epoch = e
+		_, _, errs := restoreAll(t, 2, want, -1)
+		for r, err := range errs {
+			if !errors.Is(err, ErrEpochUnavailable) || errors.Is(err, ErrNoCheckpoint) || !strings.Contains(err.Error(), fmt.Sprintf("-ckpoint-num %d", e)) {
+				t.Fatalf("epoch %d, rank %d: %v; want ErrEpochUnavailable naming -ckpoint-num %d, not ErrNoCheckpoint", e, r, err, e)
+			}
+		}
+	}
+}

@@ -266,7 +266,14 @@ func (c *Ckpt) Restore() (int, error) {
 		c.unreadable[e] = true
 	}
 	if c.cfg.Epoch > 0 {
-		return 0, fmt.Errorf("ckpt: -ckpoint-num %d: %w", c.cfg.Epoch, &RestoreError{Tried: tried})
+		// Not ErrNoCheckpoint: an application that starts from the
+		// beginning on that (as documented) would run from step 0 and
+		// prune the epochs the user asked to restart from.
+		why := "not committed on any rank"
+		if len(tried) > 0 {
+			why = strings.TrimPrefix((&RestoreError{Tried: tried}).Error(), ErrNoCheckpoint.Error()+"; ")
+		}
+		return 0, fmt.Errorf("ckpt: -ckpoint-num %d: %w: %s", c.cfg.Epoch, ErrEpochUnavailable, why)
 	}
 	return 0, &RestoreError{Tried: tried}
 }
