@@ -62,6 +62,11 @@ var (
 	// for cannot be restored. It does not match ErrNoCheckpoint: the job
 	// must stop, not start from the beginning.
 	ErrEpochUnavailable = errors.New("ckpt: the requested epoch cannot be restored")
+	// ErrPartialRestore: no epoch was restored, after some ranks loaded
+	// one that others failed to load (an application reader's error):
+	// their registered state is no longer the initial one, so the
+	// application must not start from the beginning either.
+	ErrPartialRestore = errors.New("ckpt: no epoch restored, and some ranks' state was loaded from one")
 	// ErrRankCount: the epoch was written by another number of ranks and
 	// no redistribution callback is registered.
 	ErrRankCount = errors.New("ckpt: checkpoint written by a different number of ranks")

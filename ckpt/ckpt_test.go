@@ -717,3 +717,39 @@ func TestRestoreRequestedEpochFails(t *testing.T) {
 		}
 	}
 }
+
+// TestRestoreNoneLeavesState: when no epoch is restored, no rank's state
+// was loaded from one. The only epoch, damaged on rank 1: rank 0 used to
+// load it before the ranks agreed it failed, and the application,
+// starting from the beginning, ran rank 0 from the epoch's step and rank 1
+// from 0 (examples/heat hung). An epoch every copy of which is intact but
+// that one rank's reader refuses leaves the others loaded: that is
+// ErrPartialRestore, not ErrNoCheckpoint.
+func TestRestoreNoneLeavesState(t *testing.T) {
+	t.Run("damaged on one rank", func(t *testing.T) {
+		cfg := Config{Prefix: t.TempDir(), Keep: 5}
+		checkpointSteps(t, 3, cfg, 10)
+		if err := os.Truncate(layout.RankPath(cfg.Prefix, 1, 1), 10); err != nil {
+			t.Fatal(err)
+		}
+		_, sts, errs := restoreAll(t, 3, cfg, -1)
+		for r, err := range errs {
+			if !errors.Is(err, ErrNoCheckpoint) {
+				t.Fatalf("rank %d: %v, want ErrNoCheckpoint", r, err)
+			}
+			if s := sts[r]; s.Step != 0 || s.Grid != nil || s.Blob.data != nil {
+				t.Fatalf("rank %d: no epoch restored, yet its state is step %d, %d grid points, %q", r, s.Step, len(s.Grid), s.Blob.data)
+			}
+		}
+	})
+	t.Run("refused by one rank's reader", func(t *testing.T) {
+		cfg := Config{Prefix: t.TempDir(), Keep: 5}
+		checkpointSteps(t, 3, cfg, 10)
+		_, _, errs := restoreAll(t, 3, cfg, 1)
+		for r, err := range errs {
+			if !errors.Is(err, ErrPartialRestore) || errors.Is(err, ErrNoCheckpoint) {
+				t.Fatalf("rank %d: %v, want ErrPartialRestore (not ErrNoCheckpoint)", r, err)
+			}
+		}
+	})
+}
