@@ -58,6 +58,15 @@ var (
 	// ErrNoCheckpoint: Restore found no epoch that every rank could read
 	// back; the application starts from the beginning.
 	ErrNoCheckpoint = errors.New("ckpt: no checkpoint to restart from")
+	// ErrEpochUnavailable: the epoch Config.Epoch (-ckpoint-num) asks
+	// for cannot be restored. It does not match ErrNoCheckpoint: the job
+	// must stop, not start from the beginning.
+	ErrEpochUnavailable = errors.New("ckpt: the requested epoch cannot be restored")
+	// ErrPartialRestore: no epoch was restored, after some ranks loaded
+	// one that others failed to load (an application reader's error):
+	// their registered state is no longer the initial one, so the
+	// application must not start from the beginning either.
+	ErrPartialRestore = errors.New("ckpt: no epoch restored, and some ranks' state was loaded from one")
 	// ErrRankCount: the epoch was written by another number of ranks and
 	// no redistribution callback is registered.
 	ErrRankCount = errors.New("ckpt: checkpoint written by a different number of ranks")
@@ -174,8 +183,12 @@ type Ckpt struct {
 	partnerFrom []int
 	next        int // the next epoch's number
 	restored    int
-	last        time.Time
-	step        int64
+	// unreadable: committed epochs newer than the restored one that
+	// Restore found some rank could not read; pruning does not count them
+	// (set before any checkpoint, read by rank 0 and its committer).
+	unreadable map[int]bool
+	last       time.Time
+	step       int64
 
 	// Requests are numbered: reqSeq is the highest this rank received,
 	// handled the highest the ranks agreed on, so a request that reaches
@@ -234,9 +247,28 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			}
 		}
 	}
+	var claimErr error
+	if cfg.Cache != "" {
+		claimErr = layout.ClaimCache(cfg.Cache, cfg.Prefix)
+	}
 	dup, err := comm.Dup()
 	if err != nil {
 		return nil, err
+	}
+	// Every rank learns if some node's cache is another prefix's (else the
+	// others would wait for it in the next collective).
+	bad := []int64{0}
+	if claimErr != nil {
+		bad[0] = 1
+	}
+	if err := mpi.Allreduce(dup, bad, bad, mpi.Max); err != nil {
+		return nil, err
+	}
+	if claimErr != nil {
+		return nil, fmt.Errorf("ckpt: rank %d: %w", comm.Rank(), claimErr)
+	}
+	if bad[0] != 0 {
+		return nil, fmt.Errorf("ckpt: rank %d: %w on another rank's node (see its error)", comm.Rank(), layout.ErrForeignCache)
 	}
 	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
 		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}, partnerTo: -1,
@@ -536,7 +568,7 @@ func (c *Ckpt) committer() {
 			err = fmt.Errorf("ckpt: commit flushed epoch %d in %s: %w", m.Epoch, c.cfg.Prefix, err)
 			fmt.Fprintln(os.Stderr, err)
 			c.flushErr.Store(err)
-		} else if err := layout.Prune(c.cfg.Prefix, c.cfg.Keep); err != nil {
+		} else if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
 			fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
 		}
 		c.commits.Done()
@@ -662,7 +694,7 @@ func (c *Ckpt) Checkpoint() error {
 	if c.cfg.Cache == "" {
 		if rank == 0 {
 			c.prefixCommit = e
-			if err := layout.Prune(c.cfg.Prefix, c.cfg.Keep); err != nil {
+			if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
 				return fmt.Errorf("ckpt: prune %s: %w", c.cfg.Prefix, err)
 			}
 		}
@@ -799,8 +831,11 @@ func (c *Ckpt) pruneCache(dir string, recycle bool) {
 	for i := len(eps) - 1; i >= 0; i-- {
 		e := eps[i]
 		if e.Committed() {
-			kept++
-			if kept <= c.cfg.Keep {
+			if c.unreadable[e.Epoch] { // as layout.PruneUnreadable
+				if kept < c.cfg.Keep {
+					continue
+				}
+			} else if kept++; kept <= c.cfg.Keep {
 				continue
 			}
 		}

@@ -586,3 +586,170 @@ func TestCachePrimedBeforeFirstCheckpoint(t *testing.T) {
 	}
 	checkState(t, sts, 10)
 }
+
+// TestKeepSkipsUnreadableEpochs: an epoch a restart could not read back
+// does not count towards -ckpoint-keep. Epoch 2 is damaged, the job
+// restarts from epoch 1 and checkpoints epoch 3: with Keep 2, epochs 3 and
+// 2 used to be kept and epoch 1 removed, leaving one readable epoch (3)
+// where the user asked for two; 3 and 1 must stay readable. One more
+// checkpoint then removes both 1 and the damaged 2.
+func TestKeepSkipsUnreadableEpochs(t *testing.T) {
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			cfg := Config{Prefix: t.TempDir(), Keep: 2}
+			if cached {
+				cfg.Cache = t.TempDir()
+			}
+			checkpointSteps(t, 3, cfg, 10, 20)
+			for _, dir := range []string{cfg.Prefix, cfg.Cache} {
+				if dir != "" {
+					if err := os.Remove(layout.RankPath(dir, 2, 1)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			run := func(steps ...int) {
+				noErrs(t, runRanks(t, 3, func(comm *mpi.Comm) error {
+					c, err := New(context.Background(), comm, cfg)
+					if err != nil {
+						return err
+					}
+					s := &state{Blob: &blob{}}
+					s.register(c)
+					if _, err := c.Restore(); err != nil {
+						return err
+					}
+					for _, st := range steps {
+						ns := newState(comm.Rank(), st)
+						s.Step, s.Grid, s.Blob.data = ns.Step, ns.Grid, ns.Blob.data
+						if err := c.Checkpoint(); err != nil {
+							return err
+						}
+					}
+					return c.Close()
+				}))
+			}
+			run(30)
+			// With a cache, the prefix commits only the newest flushed
+			// epoch: epoch 1 is kept in the cache.
+			where := cfg.Prefix
+			if cached {
+				where = cfg.Cache
+			}
+			for _, e := range []int{1, 3} {
+				if _, err := layout.ReadManifest(where, e); err != nil {
+					t.Fatalf("after restoring epoch 1 past the damaged 2 and checkpointing 3 with Keep 2: epoch %d: %v", e, err)
+				}
+			}
+			one := cfg
+			one.Epoch = 1
+			eps, sts, errs := restoreAll(t, 3, one, -1)
+			noErrs(t, errs)
+			if eps[0] != 1 {
+				t.Fatalf("restored %v, want epoch 1", eps)
+			}
+			checkState(t, sts, 10)
+			run(40)
+			got, err := layout.List(where)
+			if err != nil || len(got) != 2 || got[0].Epoch != 3 || got[1].Epoch != 4 {
+				t.Fatalf("epochs after one more checkpoint: %+v %v, want 3 and 4", got, err)
+			}
+		})
+	}
+}
+
+// TestCacheOfAnotherPrefix: a job with a new prefix and a cache directory
+// another job left (a common /tmp/ckpt) used to restore that job's
+// checkpoint from the cache, as if it were its own (heat then panicked on
+// a grid of another size). New now refuses such a cache on every rank,
+// naming it; the owning prefix still uses it.
+func TestCacheOfAnotherPrefix(t *testing.T) {
+	cache := t.TempDir()
+	a := Config{Prefix: t.TempDir(), Cache: cache, Keep: 2}
+	checkpointSteps(t, 2, a, 10)
+	b := Config{Prefix: t.TempDir(), Cache: cache, Keep: 2}
+	errs := runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, b)
+		if err != nil {
+			return err
+		}
+		s := &state{Blob: &blob{}}
+		s.register(c)
+		e, err := c.Restore()
+		c.Close()
+		return fmt.Errorf("restored epoch %d (%v) of another prefix's cache", e, err)
+	})
+	for r, err := range errs {
+		if !errors.Is(err, layout.ErrForeignCache) {
+			t.Fatalf("rank %d: %v, want ErrForeignCache", r, err)
+		}
+		if r == 0 && !strings.Contains(err.Error(), cache) {
+			t.Fatalf("rank 0: %v does not name the cache %s", err, cache)
+		}
+	}
+	eps, sts, errs := restoreAll(t, 2, a, -1)
+	noErrs(t, errs)
+	if eps[0] != 1 {
+		t.Fatalf("the owner restored %v, want epoch 1", eps)
+	}
+	checkState(t, sts, 10)
+}
+
+// TestRestoreRequestedEpochFails: with Config.Epoch (-ckpoint-num), an
+// epoch that cannot be restored is an error that does not match
+// ErrNoCheckpoint. It did: heat, as the package's documented loop does,
+// then started from step 0 and its checkpoints pruned the epochs the user
+// had asked to restart from.
+func TestRestoreRequestedEpochFails(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Keep: 5}
+	checkpointSteps(t, 2, cfg, 10, 20)
+	if err := os.Truncate(layout.RankPath(cfg.Prefix, 2, 1), 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []int{2, 9} {
+		want := cfg
+		want.Epoch = e
+		_, _, errs := restoreAll(t, 2, want, -1)
+		for r, err := range errs {
+			if !errors.Is(err, ErrEpochUnavailable) || errors.Is(err, ErrNoCheckpoint) || !strings.Contains(err.Error(), fmt.Sprintf("-ckpoint-num %d", e)) {
+				t.Fatalf("epoch %d, rank %d: %v; want ErrEpochUnavailable naming -ckpoint-num %d, not ErrNoCheckpoint", e, r, err, e)
+			}
+		}
+	}
+}
+
+// TestRestoreNoneLeavesState: when no epoch is restored, no rank's state
+// was loaded from one. The only epoch, damaged on rank 1: rank 0 used to
+// load it before the ranks agreed it failed, and the application,
+// starting from the beginning, ran rank 0 from the epoch's step and rank 1
+// from 0 (examples/heat hung). An epoch every copy of which is intact but
+// that one rank's reader refuses leaves the others loaded: that is
+// ErrPartialRestore, not ErrNoCheckpoint.
+func TestRestoreNoneLeavesState(t *testing.T) {
+	t.Run("damaged on one rank", func(t *testing.T) {
+		cfg := Config{Prefix: t.TempDir(), Keep: 5}
+		checkpointSteps(t, 3, cfg, 10)
+		if err := os.Truncate(layout.RankPath(cfg.Prefix, 1, 1), 10); err != nil {
+			t.Fatal(err)
+		}
+		_, sts, errs := restoreAll(t, 3, cfg, -1)
+		for r, err := range errs {
+			if !errors.Is(err, ErrNoCheckpoint) {
+				t.Fatalf("rank %d: %v, want ErrNoCheckpoint", r, err)
+			}
+			if s := sts[r]; s.Step != 0 || s.Grid != nil || s.Blob.data != nil {
+				t.Fatalf("rank %d: no epoch restored, yet its state is step %d, %d grid points, %q", r, s.Step, len(s.Grid), s.Blob.data)
+			}
+		}
+	})
+	t.Run("refused by one rank's reader", func(t *testing.T) {
+		cfg := Config{Prefix: t.TempDir(), Keep: 5}
+		checkpointSteps(t, 3, cfg, 10)
+		_, _, errs := restoreAll(t, 3, cfg, 1)
+		for r, err := range errs {
+			if !errors.Is(err, ErrPartialRestore) || errors.Is(err, ErrNoCheckpoint) {
+				t.Fatalf("rank %d: %v, want ErrPartialRestore (not ErrNoCheckpoint)", r, err)
+			}
+		}
+	})
+}

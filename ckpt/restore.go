@@ -216,6 +216,7 @@ func (c *Ckpt) Restore() (int, error) {
 		return 0, err
 	}
 	var tried []error
+	partial := false // some epoch was loaded by some ranks only
 	for _, e := range cs {
 		var m *layout.Manifest
 		var dir string
@@ -228,9 +229,16 @@ func (c *Ckpt) Restore() (int, error) {
 		} else {
 			m, lerr = c.manifest(e)
 		}
+		// Check every rank's copy before any rank loads: a rank that
+		// loaded an epoch another rank cannot read would keep its state
+		// if no older epoch is restored, and the application, starting
+		// from the beginning, then ran ranks at different steps (heat
+		// hung with its only epoch damaged on one rank).
 		var mismatch bool
-		if lerr == nil {
-			mismatch, lerr = c.load(e, m, dir)
+		if lerr == nil && m.Ranks != c.comm.Size() && c.redist == nil {
+			mismatch, lerr = c.load(e, m, dir) // ErrRankCount; loads nothing
+		} else if lerr == nil && m.Ranks == c.comm.Size() && dir == "" {
+			dir, lerr = c.verified(m, c.comm.Rank())
 		}
 		v := []int64{0, 0}
 		if lerr != nil {
@@ -250,6 +258,21 @@ func (c *Ckpt) Restore() (int, error) {
 			return 0, lerr
 		}
 		if v[0] == 0 {
+			// Every copy is intact; loading can still fail (the
+			// application's reader), after other ranks loaded.
+			_, lerr = c.load(e, m, dir)
+			w := []int64{0}
+			if lerr != nil {
+				w[0] = 1
+				tried = append(tried, lerr)
+			}
+			if err := mpi.Allreduce(c.comm, w, w, mpi.Max); err != nil {
+				return 0, err
+			}
+			v[0] = w[0]
+			partial = partial || w[0] != 0
+		}
+		if v[0] == 0 {
 			c.restored = e
 			c.last = time.Now()
 			if err := c.completeFlush(m, dir); err != nil {
@@ -260,9 +283,23 @@ func (c *Ckpt) Restore() (int, error) {
 		if lerr == nil {
 			tried = append(tried, fmt.Errorf("epoch %d: another rank could not read its file", e))
 		}
+		if c.unreadable == nil {
+			c.unreadable = map[int]bool{}
+		}
+		c.unreadable[e] = true
 	}
 	if c.cfg.Epoch > 0 {
-		return 0, fmt.Errorf("ckpt: -ckpoint-num %d: %w", c.cfg.Epoch, &RestoreError{Tried: tried})
+		// Not ErrNoCheckpoint: an application that starts from the
+		// beginning on that (as documented) would run from step 0 and
+		// prune the epochs the user asked to restart from.
+		why := "not committed on any rank"
+		if len(tried) > 0 {
+			why = strings.TrimPrefix((&RestoreError{Tried: tried}).Error(), ErrNoCheckpoint.Error()+"; ")
+		}
+		return 0, fmt.Errorf("ckpt: -ckpoint-num %d: %w: %s", c.cfg.Epoch, ErrEpochUnavailable, why)
+	}
+	if partial {
+		return 0, fmt.Errorf("%w: %s", ErrPartialRestore, strings.TrimPrefix((&RestoreError{Tried: tried}).Error(), ErrNoCheckpoint.Error()+"; "))
 	}
 	return 0, &RestoreError{Tried: tried}
 }

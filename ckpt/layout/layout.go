@@ -539,6 +539,15 @@ func Remove(prefix string, e int) error {
 // Removal happens only behind a committed epoch, so it never leaves the
 // prefix without one.
 func Prune(prefix string, keep int) error {
+	return PruneUnreadable(prefix, keep, nil)
+}
+
+// PruneUnreadable is Prune where the committed epochs in unreadable (a
+// restart could not read them back) do not count towards the keep newest:
+// counting them would remove readable epochs and leave fewer than keep to
+// restart from. Such an epoch is removed once keep readable epochs are
+// newer.
+func PruneUnreadable(prefix string, keep int, unreadable map[int]bool) error {
 	eps, err := List(prefix)
 	if err != nil || keep < 1 {
 		return err
@@ -549,8 +558,11 @@ func Prune(prefix string, keep int) error {
 			if newest < 0 {
 				newest = eps[i].Epoch
 			}
-			kept++
-			if kept <= keep {
+			if unreadable[eps[i].Epoch] {
+				if kept < keep {
+					continue
+				}
+			} else if kept++; kept <= keep {
 				continue
 			}
 		} else if newest < 0 || eps[i].Epoch > newest {

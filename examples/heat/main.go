@@ -102,6 +102,11 @@ func run(p params) error {
 		e, err := cp.Restore()
 		switch {
 		case err == nil:
+			// Restore resizes the grid to what the epoch saved: one
+			// written with another -n (or job size) is not this run's.
+			if len(u) != (rows+2)*w {
+				return fmt.Errorf("epoch %d in %s holds %d grid points on rank %d, this run (-n %d on %d ranks) has %d: it was written with another -n; use another -ckpoint-prefix", e, cfg.Prefix, len(u), rank, p.n, size, (rows+2)*w)
+			}
 			restored = true
 			if rank == 0 {
 				fmt.Printf("heat: restored epoch %d at step %d\n", e, step)

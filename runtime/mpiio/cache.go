@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +152,74 @@ func openCache(f *File) (*cache, error) {
 	}
 	go c.flusher()
 	return c, nil
+}
+
+// replayOnly (a read-only Open with a cache directory) writes what this
+// rank's journal of the file, left by a crashed run, acknowledged, and
+// removes the journal pair, as openCache's recovery does, keeping no cache.
+func replayOnly(f *File) error {
+	key, err := cacheKey(f.path, f.rank)
+	if err != nil {
+		return err
+	}
+	jnlPath := filepath.Join(f.hints.cacheDir, key+journal.JournalSuffix)
+	jf, err := os.OpenFile(jnlPath, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	defer jf.Close() // releases the lock, after the removals
+	if err := lockWaiting(f.ctx, jf); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	if _, _, err := journal.ReplayFile(jf); err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	// The journal first: a data file alone is garbage, never a replay.
+	if err := os.Remove(jnlPath); err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	if err := os.Remove(filepath.Join(f.hints.cacheDir, key+journal.DataSuffix)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	return nil
+}
+
+// replayOrphans replays the journals of this file in the cache directory
+// whose rank no rank of this job has (a crashed run with more ranks): no
+// Open of this job would replay them, and a replay later (the next run
+// with that many ranks, gompiexec -io-cache) would write their old bytes
+// over this job's. Journals a live process holds are left alone.
+func replayOrphans(f *File) error {
+	key, err := cacheKey(f.path, 0)
+	if err != nil {
+		return err
+	}
+	prefix := strings.TrimSuffix(key, "0")
+	ents, err := os.ReadDir(f.hints.cacheDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cache recovery: %w", err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, journal.JournalSuffix) {
+			continue
+		}
+		r, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(name, prefix), journal.JournalSuffix))
+		if err != nil || r < f.comm.Size() {
+			continue
+		}
+		j := filepath.Join(f.hints.cacheDir, name)
+		if _, _, err := journal.Replay(j); err != nil && !errors.Is(err, journal.ErrInUse) {
+			return fmt.Errorf("cache recovery of rank %d's journal: %w", r, err)
+		}
+	}
+	return nil
 }
 
 // put caches b for file offset off (see putv).

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
@@ -195,5 +196,65 @@ func TestSetViewError(t *testing.T) {
 	})
 	if b, _ := os.ReadFile(path); string(b) != "abc" {
 		t.Fatalf("file %q after the views, want abc", b)
+	}
+}
+
+// TestContextBoundsCollectives: Open's ctx bounds every collective of the
+// file, not only two-phase's messages. One rank skips a collective (an
+// erroneous program, or a rank stuck elsewhere) and cancels the context;
+// the others must return an error wrapping context.Canceled instead of
+// waiting in the call's agreement for ever (they did, whatever the ctx).
+func TestContextBoundsCollectives(t *testing.T) {
+	cases := []struct {
+		name string
+		call func(f *mpiio.File) error
+	}{
+		{"write all", func(f *mpiio.File) error { _, err := f.WriteAtAll(make([]byte, 100), 0); return err }},
+		{"read all", func(f *mpiio.File) error { _, err := f.ReadAtAll(make([]byte, 100), 0); return err }},
+		{"sync", func(f *mpiio.File) error { return f.Sync() }},
+		{"set view", func(f *mpiio.File) error { return f.SetView(0, mpi.Byte, mpi.Byte) }},
+		{"set size", func(f *mpiio.File) error { return f.SetSize(10) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			if err := os.WriteFile(path, make([]byte, 100), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			const n = 3
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			returned := make(chan error, n)
+			runRanks(t, n, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(ctx, c, path, mpiio.ModeRdwr, mpiio.Hints{"romio_cb_write": "enable", "romio_cb_read": "enable"})
+				if err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil { // every rank has opened
+					return err
+				}
+				if c.Rank() == 1 {
+					// Skip the call; end the others' wait, then let
+					// them report (a guard, not a timing: they return
+					// at once with the fix, never without).
+					cancel()
+					for i := 0; i < n-1; i++ {
+						select {
+						case err := <-returned:
+							if !errors.Is(err, context.Canceled) {
+								return fmt.Errorf("a rank returned %v, want an error wrapping context.Canceled", err)
+							}
+						case <-time.After(time.Minute):
+							return fmt.Errorf("%s: the other ranks still wait a minute after the context was cancelled", tc.name)
+						}
+					}
+					return c.Barrier()
+				}
+				returned <- tc.call(f)
+				// Stay until rank 1 has seen every result: a rank that
+				// finalized would be the others' error instead.
+				return c.Barrier()
+			})
+		})
 	}
 }

@@ -37,3 +37,10 @@ func CacheHeld(f *File) (held int, dataSize int64) {
 	}
 	return len(f.cache.held), st.Size()
 }
+
+// SetTestAgree makes fn run as a rank enters any agreement (op names the
+// operation).
+func SetTestAgree(fn func(op string, rank int)) (restore func()) {
+	testAgree = fn
+	return func() { testAgree = nil }
+}

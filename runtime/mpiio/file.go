@@ -184,6 +184,9 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	// -rank), if any; only then does its message travel. (Gathering every
 	// rank's message each time cost a value-encoded Allgather per step: a
 	// few ms of Open and SetView with more ranks than cores.)
+	if testAgree != nil {
+		testAgree(op, comm.Rank())
+	}
 	buf := make([]int64, 1+len(vals))
 	buf[0] = -int64(comm.Size())
 	if err != nil {
@@ -225,6 +228,16 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	fail := func(err error) (*File, error) {
 		return nil, &Error{Op: "open", Path: path, Rank: rank, Off: -1, Err: err}
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if ctx.Done() != nil {
+		// ctx bounds every collective step (Open's own, and the file's
+		// through f.comm below), not only two-phase's messages: a rank
+		// that never calls a collective the others are in must not leave
+		// them waiting past the caller's deadline.
+		comm = comm.WithContext(ctx)
+	}
 	cfg, herr := parseHints(hints)
 	var lerr error
 	if herr != nil {
@@ -256,6 +269,9 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	dup, err := comm.Dup()
 	if err != nil {
 		return fail(err)
+	}
+	if ctx.Done() != nil {
+		dup = dup.WithContext(ctx) // a Dup does not keep the view's context
 	}
 	f := &File{ctx: ctx, comm: dup, rank: rank, path: path, mode: mode, hints: cfg}
 	// Write-only files are opened read-write when permissions allow, so
@@ -363,12 +379,21 @@ func (f *File) setup() error {
 	for i := range f.views {
 		f.views[i] = f.view
 	}
+	if f.hints.cacheDir != "" {
+		if err := replayOrphans(f); err != nil {
+			return err
+		}
+	}
 	if f.hints.cacheDir != "" && f.mode&ModeRdonly == 0 {
 		c, err := openCache(f)
 		if err != nil {
 			return err
 		}
 		f.cache = c
+	} else if f.hints.cacheDir != "" {
+		// A read-only file keeps no cache, but must not read around
+		// writes a crashed run acknowledged: replay its journal first.
+		return replayOnly(f)
 	}
 	return nil
 }
@@ -504,6 +529,19 @@ func (f *File) SetSize(size int64) error {
 	} else if f.cache != nil {
 		err = f.cache.drain()
 	}
+	// Every rank's cached writes are on the file before rank 0 cuts it: a
+	// flush after the truncation would extend the file again with bytes
+	// written before SetSize. (Cache hints may differ per rank, so every
+	// rank agrees; SetSize is rare.) The same step checks that every rank
+	// passed the same size, as MPI requires (else rank 0's won silently).
+	sz := []int64{size, -size}
+	if err := agreeMax(f.comm, f.path, "set size", f.err("set size", size, err), sz); err != nil {
+		return err
+	}
+	if sz[0] != -sz[1] {
+		// Every rank sees the same reduced values: all return this.
+		return f.err("set size", size, fmt.Errorf("%w: ranks passed different sizes (%d to %d)", mpi.ErrArg, -sz[1], sz[0]))
+	}
 	if err == nil && f.rank == 0 {
 		err = f.fd.Truncate(size)
 		if err == nil {
@@ -572,6 +610,9 @@ func (f *File) Close() error {
 	return err
 }
 
+// testAgree, when set (by tests), runs as a rank enters an agreement.
+var testAgree func(op string, rank int)
+
 // Delete removes a file (not collective, as MPI_File_delete).
 func Delete(path string) error {
 	if err := os.Remove(path); err != nil {
@@ -598,6 +639,11 @@ func (f *File) SetAtomicity(on bool) error {
 		if v != on && lerr == nil {
 			lerr = fmt.Errorf("%w: rank %d passed %v, rank %d %v", mpi.ErrArg, r, v, f.rank, on)
 		}
+	}
+	if lerr == nil && on && f.cache != nil {
+		// Atomic writes go to the file (see writeAt): every rank's
+		// cached ones first, so none lands over a later atomic write.
+		lerr = f.cache.drain()
 	}
 	if err := f.agree("set atomicity", f.err("set atomicity", -1, lerr)); err != nil {
 		return err

@@ -84,7 +84,10 @@ func failed(err error) *mpi.Request {
 	return r
 }
 
-func (f *File) checkOff(op string, off int64, v *view) error {
+func (f *File) checkOff(op string, off int64, v *view, n int) error {
+	if v.size == 0 && n > 0 {
+		return f.err(op, off, fmt.Errorf("%w: %d bytes to a view whose filetype holds no data", ErrView, n))
+	}
 	if off < 0 {
 		return f.err(op, off, fmt.Errorf("%w: negative offset %d", mpi.ErrArg, off))
 	}
@@ -113,7 +116,7 @@ func sieve(t tri, ps []piece) bool {
 }
 
 func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) {
-	if err := f.checkOff("read", off, v); err != nil {
+	if err := f.checkOff("read", off, v, len(buf)); err != nil {
 		return 0, err
 	}
 	pos := off * v.etype
@@ -182,7 +185,7 @@ func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) 
 // hold: a collective write's (independentAll): a snapshot writer starts
 // when the call returns.
 func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, error) {
-	if err := f.checkOff("write", off, v); err != nil {
+	if err := f.checkOff("write", off, v, len(buf)); err != nil {
 		return 0, err
 	}
 	pos := off * v.etype
@@ -200,7 +203,15 @@ func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, 
 		defer unlock()
 		locked = true
 	}
-	if f.cache != nil {
+	if f.cache != nil && atomic {
+		// Atomic mode writes through: a cached extent would reach the
+		// file when its rank's flusher gets to it, after (and over)
+		// another rank's later overlapping write, and unseen by other
+		// ranks' reads. This rank's own earlier extents go first.
+		if err := f.cache.drain(); err != nil {
+			return 0, f.err("write", ps[0].off, err)
+		}
+	} else if f.cache != nil {
 		// All of the call's pieces as one extent: one append of the data,
 		// one journal record.
 		if err := f.cache.putv(ps, buf, hold); err != nil {

@@ -93,11 +93,14 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 		op = "write all"
 	}
 	f.mu.RLock()
-	v, views := f.view, f.views
+	v, views, atomic := f.view, f.views, f.atomic
 	f.mu.RUnlock()
+	// In atomic mode a collective write's cached pieces are flushed
+	// before it returns, so a later write (by any rank) lands after them.
+	drainAfter := write && atomic && f.cache != nil
 	lerr := f.check(op, write)
 	if lerr == nil {
-		lerr = f.checkOff(op, off, v)
+		lerr = f.checkOff(op, off, v, len(buf))
 	}
 	if write && f.cache != nil {
 		defer f.releaseWriters()
@@ -162,7 +165,7 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 		}
 	}
 	if mode == disable {
-		return f.independentAll(op, write, v, buf, off)
+		return f.independentAll(op, write, drainAfter, v, buf, off)
 	}
 	f.makePlan(p)
 	var n int
@@ -170,6 +173,9 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	if write {
 		err = f.twoPhaseWrite(p, buf)
 		n = len(buf)
+		if err == nil && drainAfter {
+			err = f.cache.drain()
+		}
 	} else {
 		var eof int64
 		eof, err = f.twoPhaseRead(p, buf)
@@ -200,11 +206,14 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 
 // independentAll is a collective call done as independent I/O by each
 // rank (collective buffering disabled, or not needed).
-func (f *File) independentAll(op string, write bool, v *view, buf []byte, off int64) (int, error) {
+func (f *File) independentAll(op string, write, drainAfter bool, v *view, buf []byte, off int64) (int, error) {
 	var n int
 	var err error
 	if write {
 		n, err = f.writeAt(v, false, true, buf, off)
+		if err == nil && drainAfter {
+			err = f.err(op, -1, f.cache.drain())
+		}
 		if err == nil && f.hints.syncWrite && f.cache == nil && len(buf) > 0 {
 			err = f.err(op, -1, f.fd.Sync())
 		}

@@ -28,6 +28,9 @@ func byteView(disp int64) *view {
 
 // contiguous reports whether the stream maps to consecutive file bytes.
 func (v *view) contiguous() bool {
+	if v.size == 0 {
+		return false
+	}
 	return len(v.blocks) == 1 && v.blocks[0].Off == 0 && v.blocks[0].Len == v.extent
 }
 
@@ -39,8 +42,14 @@ func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
 		return nil, fmt.Errorf("%w: negative displacement %d", ErrView, disp)
 	}
 	es, fs := etype.Size(), filetype.Size()
-	if es <= 0 || fs <= 0 {
-		return nil, fmt.Errorf("%w: etype %v and filetype %v must hold data", ErrView, etype, filetype)
+	if es <= 0 || fs < 0 {
+		return nil, fmt.Errorf("%w: etype %v must hold data", ErrView, etype)
+	}
+	if fs == 0 {
+		// A rank with no part of the data (an empty subarray of a
+		// decomposition with more ranks than rows), as ROMIO and PnetCDF
+		// allow: it joins collectives with empty buffers.
+		return &view{disp: disp, etype: es}, nil
 	}
 	if fs%es != 0 {
 		return nil, fmt.Errorf("%w: filetype %v size %d is not a multiple of etype %v size %d", ErrView, filetype, fs, etype, es)

@@ -2,6 +2,8 @@ package mpiio_test
 
 import (
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -201,6 +203,65 @@ func TestViews(t *testing.T) {
 				}
 				return nil
 			})
+		})
+	}
+}
+
+// TestEmptyView: a rank whose part of a decomposition is empty (2 rows on
+// 3 ranks: rank 2's subarray has 0 rows) sets a filetype of size 0, as
+// ROMIO and PnetCDF allow, and joins the collectives with an empty
+// buffer. SetView used to refuse it ("must hold data"), so the whole job
+// could not write. A non-empty buffer on such a view is an ErrView.
+func TestEmptyView(t *testing.T) {
+	const nrows, cols, n = 2, 7, 3
+	for _, cb := range []string{"enable", "disable", "automatic"} {
+		t.Run(cb, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			runRanks(t, n, func(c *mpi.Comm) error {
+				r := c.Rank()
+				lo, hi := r*nrows/n, (r+1)*nrows/n
+				ft, err := mpi.Subarray([]int{nrows, cols}, []int{hi - lo, cols}, []int{lo, 0}, mpi.OrderC, mpi.Int32)
+				if err != nil {
+					return err
+				}
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr,
+					mpiio.Hints{"romio_cb_write": cb, "romio_cb_read": cb})
+				if err != nil {
+					return err
+				}
+				if err := f.SetView(0, mpi.Int32, ft); err != nil {
+					return err
+				}
+				mine := make([]int32, (hi-lo)*cols)
+				for i := range mine {
+					mine[i] = int32(lo*cols + i + 1)
+				}
+				if _, err := mpiio.WriteAtAll(f, mine, 0); err != nil {
+					return err
+				}
+				got := make([]int32, len(mine))
+				if _, err := mpiio.ReadAtAll(f, got, 0); err != nil {
+					return err
+				}
+				if fmt.Sprint(got) != fmt.Sprint(mine) {
+					return fmt.Errorf("read back %v, wrote %v", got, mine)
+				}
+				if hi == lo {
+					if _, err := f.WriteAt([]byte{1, 2, 3, 4}, 0); !errors.Is(err, mpiio.ErrView) {
+						return fmt.Errorf("4 bytes to an empty view: %v, want ErrView", err)
+					}
+				}
+				return f.Close()
+			})
+			b, err := os.ReadFile(path)
+			if err != nil || len(b) != nrows*cols*4 {
+				t.Fatalf("file: %d bytes, %v; want %d", len(b), err, nrows*cols*4)
+			}
+			for i := 0; i < nrows*cols; i++ {
+				if v := int32(binary.LittleEndian.Uint32(b[4*i:])); v != int32(i+1) {
+					t.Fatalf("element %d = %d, want %d", i, v, i+1)
+				}
+			}
 		})
 	}
 }

@@ -311,3 +311,16 @@ func TestSnapshotRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestRunAgainOtherGrid: a second run with another -n over the same prefix
+// stops with an error naming the epoch and both sizes (Restore resizes a
+// registered slice to what was saved; heat indexed past the restored grid
+// and panicked).
+func TestRunAgainOtherGrid(t *testing.T) {
+	prefix := t.TempDir()
+	checksum(t, run(t, heat(prefix, "-steps", "20")...))
+	r := run(t, heat(prefix, "-n", "120")...)
+	if r.Code == 0 || strings.Contains(r.Stderr, "panic") || !strings.Contains(r.Stderr, "written with another -n") {
+		t.Fatalf("run with another -n: exit %d, want an error naming the grid sizes, no panic\n%s", r.Code, r.Stderr)
+	}
+}
