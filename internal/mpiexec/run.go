@@ -410,6 +410,7 @@ func (j *job) loop(ctx context.Context) int {
 	}
 	var lastInt time.Time
 	var forceKill <-chan time.Time
+	var termSig syscall.Signal // a forwarded SIGTERM/SIGHUP that forceKill enforces
 	remaining := len(j.hosts)
 	ended := func(h int) bool {
 		if j.hosts[h].done {
@@ -501,6 +502,7 @@ func (j *job) loop(ctx context.Context) int {
 			if s == syscall.SIGTERM || s == syscall.SIGHUP {
 				// Ranks that ignore it are killed after the grace period.
 				forceKill = time.After(j.cfg.Grace + time.Second)
+				termSig = s
 			}
 		case <-timeout:
 			fmt.Fprintf(j.cfg.Stderr, "gompiexec: APPLICATION TIMED OUT, TIMEOUT = %s; killing the job\n", j.cfg.Timeout)
@@ -513,6 +515,11 @@ func (j *job) loop(ctx context.Context) int {
 			j.outFailed = true
 			j.kill()
 		case <-forceKill:
+			if termSig != 0 && !j.killing {
+				// The ranks outlived the signal and are killed now: the
+				// job did not succeed, whatever they would have exited with.
+				j.survivedSignal(termSig)
+			}
 			j.abortAll()
 		case <-ctxDone:
 			ctxDone = nil
@@ -682,6 +689,28 @@ func (j *job) kill() {
 	j.cfg.Log.Debug("terminating the job", "grace", j.cfg.Grace)
 	j.killing = true
 	j.broadcast(control.Msg{T: control.MsgKill})
+}
+
+// survivedSignal reports ranks still running after a forwarded signal and
+// its grace period, and makes the job's exit code 128+sig.
+func (j *job) survivedSignal(sig syscall.Signal) {
+	left, first := 0, -1
+	for i := range j.ranks {
+		if !j.ranks[i].exited {
+			if first < 0 {
+				first = i
+			}
+			left++
+		}
+	}
+	if first < 0 {
+		return
+	}
+	fmt.Fprintf(j.cfg.Stderr, "gompiexec: %d rank(s) still running after %v (first: rank %d on %s); killing them\n",
+		left, sig, first, j.hosts[j.ranks[first].host].name)
+	if j.failCode == 0 {
+		j.failCode = 128 + int(sig)
+	}
 }
 
 // abortAll drops every proxy at once; proxies kill their ranks with SIGKILL

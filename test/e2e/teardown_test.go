@@ -114,6 +114,25 @@ func TestTermIgnoredRankIsKilledAfterGrace(t *testing.T) {
 	j.assertNoLeftovers(2 * time.Second)
 }
 
+// A SIGTERM (or SIGHUP) to gompiexec that ranks ignore ends with their
+// SIGKILL after the grace period: the job was killed, so gompiexec exits
+// 128+signal, as when the ranks die of the forwarded signal itself, not 0.
+func TestLauncherSignalIgnoredByRanksIsNotSuccess(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			j := newJob(t, "", "-grace", "0.5", "-n", "2", bin("rankprog"), "ignoreterm")
+			j.startJob()
+			j.waitRanks(2)
+			syscall.Kill(j.Cmd.Process.Pid, sig)
+			r := j.wait(10 * time.Second)
+			if r.Code != 128+int(sig) || !strings.Contains(r.Stderr, "2 rank(s) still running after "+sig.String()) {
+				t.Fatalf("exit %d, want %d; stderr %s", r.Code, 128+int(sig), r.Stderr)
+			}
+			j.assertNoLeftovers(2 * time.Second)
+		})
+	}
+}
+
 func TestTimeout(t *testing.T) {
 	for _, viaEnv := range []bool{false, true} {
 		args := []string{"-timeout", "1", "-n", "2", bin("rankprog"), "sleep", "60s"}

@@ -91,7 +91,7 @@ func main() {
 		// args[2] as rank 0 and waits for a peer that never comes.
 		shm.Connect(context.Background(), args[2], 0, 1, &shm.Options{Dir: args[1], Poll: time.Hour})
 	case "ignoreterm":
-		signal.Ignore(syscall.SIGTERM)
+		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
 		fmt.Printf("rank %s ready\n", rank)
 		time.Sleep(60 * time.Second)
 	default:
