@@ -494,7 +494,12 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
-	if err := launcher.StartLocked(cmd); err != nil {
+	err = launcher.StartLocked(cmd)
+	if errors.Is(err, syscall.ENOEXEC) {
+		cmd = shellFallback(cmd)
+		err = launcher.StartLocked(cmd)
+	}
+	if err != nil {
 		for _, f := range readers {
 			f.Close()
 		}
@@ -521,6 +526,16 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		go p.relay(r, byte(i+1), rd)
 	}
 	return r, nil
+}
+
+// shellFallback is cmd run by /bin/sh, as execvp runs a file that exec
+// refused with ENOEXEC (a script without a #! line): Hydra's proxy execs
+// ranks with execvp, so such scripts run there. Only that failure pays.
+func shellFallback(cmd *exec.Cmd) *exec.Cmd {
+	// A fresh Cmd: a started one (even a failed start) cannot start again.
+	return &exec.Cmd{Path: "/bin/sh", Args: append([]string{"/bin/sh", cmd.Path}, cmd.Args[1:]...),
+		Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
 }
 
 // relay forwards one output pipe of a rank, chunk by chunk; the launcher

@@ -368,3 +368,22 @@ func TestWorkingDirectory(t *testing.T) {
 		t.Fatalf("pwd %q, want %q", r.Stdout, dir)
 	}
 }
+
+// A script without a #! line runs under /bin/sh, as execvp (and so Hydra's
+// proxy) runs it, with its arguments unchanged.
+func TestScriptWithoutInterpreterLine(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "noshebang")
+	if err := os.WriteFile(script, []byte("echo rank $PMI_RANK args \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runJob(t, "", "-n", "2", script, "a b", "c")
+	for _, want := range []string{"rank 0 args a b c\n", "rank 1 args a b c\n"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("exit %d, stdout %q lacks %q; stderr:\n%s", r.Code, r.Stdout, want, r.Stderr)
+		}
+	}
+	if r.Code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.Code, r.Stderr)
+	}
+}
