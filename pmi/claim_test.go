@@ -113,3 +113,72 @@ func TestBarrierCountsDistinctRanks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A rank that has ended without entering the current barrier round makes
+// the round fail at once, naming it, whether it left before or while the
+// others wait; a rank that entered before it left does not, and a round
+// no rank enters fails nothing.
+func TestBarrierFailsWhenARankLeft(t *testing.T) {
+	tests := []struct {
+		name   string
+		before []int // ranks that leave before the others enter
+		enter  []int // ranks entering (waiting in the barrier)
+		after  []int // ranks that leave while they wait
+		broken bool
+	}{
+		{"left before the round", []int{0}, []int{1, 2}, nil, true},
+		{"left during the round", nil, []int{1, 2}, []int{0}, true},
+		{"entered, then left", nil, []int{0, 1}, []int{0}, false},
+		{"nobody fences", []int{0, 1, 2}, nil, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := NewNode(NodeConfig{KVSName: "k", Size: 3, Ranks: []int{0, 1, 2}, Uplink: &jobUplink{job: NewJob(1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for _, r := range tc.before {
+				n.Left(r)
+			}
+			errs := make(chan error, len(tc.enter))
+			for _, r := range tc.enter {
+				go func() { errs <- n.barrier(ctx, r) }()
+			}
+			// Wait until every entering rank is in (or already failed).
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				n.mu.Lock()
+				in := len(n.entered)
+				n.mu.Unlock()
+				if in == len(tc.enter) || len(errs) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("ranks never entered")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for _, r := range tc.after {
+				n.Left(r)
+			}
+			if !tc.broken {
+				// Left fails waiters synchronously: they are still
+				// registered if and only if nothing failed them.
+				n.mu.Lock()
+				waiting := len(n.waiters)
+				n.mu.Unlock()
+				if waiting != len(tc.enter) || len(errs) > 0 {
+					t.Fatalf("%d of %d ranks still waiting", waiting, len(tc.enter))
+				}
+				return
+			}
+			for range tc.enter {
+				err := <-errs
+				if !errors.Is(err, ErrBarrierBroken) || !strings.Contains(err.Error(), "rank 0 ended") {
+					t.Fatalf("waiter got %v, want ErrBarrierBroken naming rank 0", err)
+				}
+			}
+		})
+	}
+}

@@ -44,6 +44,9 @@ var (
 	// requests). It is not one of the job's ranks talking, so the job goes
 	// on; the connection is closed.
 	ErrRefused = errors.New("pmi: connection refused")
+	// ErrBarrierBroken: a local rank ended (Node.Left) without entering
+	// the barrier round others are in, so the round can never complete.
+	ErrBarrierBroken = errors.New("pmi: barrier can never complete")
 )
 
 // NodeConfig describes the ranks a Node serves.
@@ -76,6 +79,7 @@ type Node struct {
 	waiters []chan error
 	isLocal map[int]bool
 	claimed map[int]bool // ranks a connection has named itself (PMI_PORT) or was opened for
+	left    map[int]bool // ranks whose process has ended (Left)
 
 	nodeAttrs   map[string]string // PMI-2 info-putnodeattr
 	attrChanged chan struct{}     // closed and replaced on every put
@@ -96,7 +100,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		cfg.AppNum = func(int) int { return 0 }
 	}
 	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{},
-		entered: map[int]bool{}, claimed: map[int]bool{},
+		entered: map[int]bool{}, claimed: map[int]bool{}, left: map[int]bool{},
 		nodeAttrs: map[string]string{}, attrChanged: make(chan struct{})}
 	for _, r := range cfg.Ranks {
 		if r < 0 || r >= cfg.Size {
@@ -400,6 +404,11 @@ func (n *Node) barrier(ctx context.Context, rank int) error {
 		return fmt.Errorf("%w: rank %d entered the barrier twice", ErrProtocol, rank)
 	}
 	n.entered[rank] = true
+	if err := n.brokenLocked(); err != nil {
+		n.failWaitersLocked(err)
+		n.mu.Unlock()
+		return err
+	}
 	if len(n.entered) < len(n.cfg.Ranks) {
 		ch := make(chan error, 1)
 		n.waiters = append(n.waiters, ch)
@@ -435,4 +444,47 @@ func (n *Node) barrier(ctx context.Context, rank int) error {
 		w <- err
 	}
 	return err
+}
+
+// Left records that a local rank's process has ended. A barrier round it
+// has not entered can then never complete (Hydra's classic hang: a rank
+// that exits without MPI, or after MPI_Finalize, while the others fence):
+// the round's waiters, and any rank entering it later, get
+// ErrBarrierBroken naming it instead of waiting forever. Ranks that never
+// fence after it left are unaffected.
+func (n *Node) Left(rank int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.isLocal[rank] {
+		return
+	}
+	n.left[rank] = true
+	if len(n.entered) > 0 {
+		if err := n.brokenLocked(); err != nil {
+			n.failWaitersLocked(err)
+		}
+	}
+}
+
+// brokenLocked names a rank that has left without entering the current
+// round, if any (the lowest, so the message is stable).
+func (n *Node) brokenLocked() error {
+	gone := -1
+	for r := range n.left {
+		if !n.entered[r] && (gone < 0 || r < gone) {
+			gone = r
+		}
+	}
+	if gone < 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: rank %d ended (exited, or finished PMI) without entering it", ErrBarrierBroken, gone)
+}
+
+// failWaitersLocked ends the current round with err for every waiter.
+func (n *Node) failWaitersLocked(err error) {
+	for _, w := range n.waiters {
+		w <- err
+	}
+	n.waiters = nil
 }

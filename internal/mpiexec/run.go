@@ -206,7 +206,9 @@ type job struct {
 	events   chan event
 	finished chan struct{} // closed when the supervision loop returns
 	kvs      *pmi.Job
-	ctx      context.Context
+	// doneHosts lists hosts whose every rank has ended, in order.
+	doneHosts []int
+	ctx       context.Context
 
 	firstFail  int   // rank, -1 if none
 	failAt     int64 // when its proxy saw firstFail fail (control.Msg.At)
@@ -453,7 +455,11 @@ func (j *job) loop(ctx context.Context) int {
 				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
 				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error, ev.msg.At)
 			case control.MsgFence:
-				go j.fence(ev.top, ev.msg.KVS)
+				// Recorded here, not in the goroutine, so that checkFence
+				// sees every arrival the loop has received.
+				f, err := j.kvs.Arrive(ev.top, ev.msg.KVS)
+				go j.fence(ev.top, f, err)
+				j.checkFence()
 			case control.MsgAbort:
 				j.aborted(host, ev.msg)
 			case control.MsgName:
@@ -476,7 +482,10 @@ func (j *job) loop(ctx context.Context) int {
 					j.internalFailure(fmt.Sprintf("proxy on %s: %s", hs.name, ev.msg.Error))
 				}
 			case control.MsgDone:
-				ended(host)
+				if ended(host) {
+					j.doneHosts = append(j.doneHosts, host)
+					j.checkFence()
+				}
 			}
 			j.release(ev.top)
 		case sig := <-j.cfg.Signals:
@@ -561,8 +570,11 @@ func (j *job) release(ti int) {
 
 // fence waits for every top-level proxy to fence (each on behalf of its
 // subtree) and pushes the round's pairs down.
-func (j *job) fence(top int, puts []pmi.KV) {
-	kvs, err := j.kvs.Fence(j.ctx, top, puts)
+func (j *job) fence(top int, f pmi.Arrival, err error) {
+	var kvs map[string]string
+	if err == nil {
+		kvs, err = f.Wait(j.ctx)
+	}
 	p := j.tops[top]
 	m := control.Msg{T: control.MsgFenceDone, Host: p.index, KVS: make([]pmi.KV, 0, len(kvs))}
 	for k, v := range kvs {
@@ -572,6 +584,32 @@ func (j *job) fence(top int, puts []pmi.KV) {
 		m = control.Msg{T: control.MsgFenceDone, Host: p.index, Error: err.Error()}
 	}
 	p.out.push(m)
+}
+
+// checkFence ends the job when a fence round is under way that a host
+// whose ranks have all ended has not reached through its top-level proxy:
+// that round can never complete (Hydra waits forever: a host whose ranks
+// are not MPI programs, or finished early). A proxy's own host reports it
+// below itself (pmi.Node.Left, ErrBarrierBroken).
+func (j *job) checkFence() {
+	if j.killing {
+		return
+	}
+	for _, h := range j.doneHosts {
+		if !j.kvs.Pending(j.hosts[h].top) {
+			continue
+		}
+		rank := -1
+		if rs := j.layout.RanksOn(h); len(rs) > 0 {
+			rank = rs[0]
+		}
+		msg := fmt.Sprintf("PMI barrier can never complete: every rank on %s (rank %d first) ended without entering it", j.hosts[h].name, rank)
+		fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", msg)
+		j.kvs.Close(pmi.ErrJobClosed)
+		j.firstFail, j.failCode, j.abortMsg = rank, 1, "EXITED WITHOUT ENTERING THE PMI BARRIER THE OTHER RANKS WAIT IN"
+		j.kill()
+		return
+	}
 }
 
 func (j *job) aborted(host int, m control.Msg) {

@@ -214,5 +214,14 @@ func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 		p.mu.Unlock()
 	case errors.Is(err, pmi.ErrProtocol):
 		p.send(control.Msg{T: control.MsgError, Rank: rank, Error: fmt.Sprintf("PMI: %v", err), At: time.Now().UnixNano()})
+	case errors.Is(err, pmi.ErrBarrierBroken):
+		// Every waiter of the round gets it; one report names the cause.
+		p.mu.Lock()
+		first := !p.barrierBroken
+		p.barrierBroken = true
+		p.mu.Unlock()
+		if first {
+			p.send(control.Msg{T: control.MsgError, Rank: rank, Code: 1, Error: fmt.Sprintf("PMI: %v", err), At: time.Now().UnixNano()})
+		}
 	}
 }

@@ -103,6 +103,8 @@ type proxy struct {
 	appEnv     map[int]*envList // merged base environment per app
 	appPaths   map[int]appPath  // each app's executable, searched once
 	topo       []string         // shares the node's hwloc topology with ranks (topo.go)
+	// barrierBroken: a rank's ErrBarrierBroken was reported (once per node).
+	barrierBroken bool
 }
 
 // Run serves one job over rw (the proxy's stdin/stdout) and returns when the
@@ -567,6 +569,10 @@ func (p *proxy) waitAll() {
 		go func(r *rank) {
 			defer wg.Done()
 			st := <-r.exit
+			if p.node != nil {
+				// Barriers it has not entered can no longer complete.
+				p.node.Left(r.spec.Rank)
+			}
 			p.closeEvents(r)
 			at := st.at // when it ended, not when its report leaves
 			code, sig := statusOf(st.ws)

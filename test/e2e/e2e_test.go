@@ -387,3 +387,25 @@ func TestScriptWithoutInterpreterLine(t *testing.T) {
 		t.Fatalf("exit %d; stderr:\n%s", r.Code, r.Stderr)
 	}
 }
+
+// A rank that exits without ever speaking PMI (here the first MPMD
+// segment) while the others fence ends the job at once, naming it, instead
+// of leaving them waiting forever (Hydra hangs: pmodels/mpich#6124). The
+// -timeout only bounds a regression.
+func TestRankLeavingBeforeBarrierEndsJob(t *testing.T) {
+	tests := []struct{ name, hosts, want string }{
+		// The proxy of the host sees it (pmi.Node.Left).
+		{"same host", "localhost:3", "barrier can never complete: rank 0 ended"},
+		// gompiexec sees host a done while b fences.
+		{"host of its own", "a,b:2", "every rank on a (rank 0 first) ended without entering it"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runJob(t, "", "-timeout", "60", "-launcher", "fork", "-hosts", tc.hosts,
+				"-n", "1", "/bin/true", ":", "-n", "2", bin("hello"))
+			if r.Code != 1 || !strings.Contains(r.Stderr, tc.want) {
+				t.Fatalf("exit %d after %s, stderr:\n%s", r.Code, r.Elapsed, r.Stderr)
+			}
+		})
+	}
+}
