@@ -49,6 +49,16 @@ var (
 	ErrBarrierBroken = errors.New("pmi: barrier can never complete")
 )
 
+// RankError is an error Serve returns for one rank's connection. Rank is
+// -1 for a PMI_PORT connection that had not named its rank yet.
+type RankError struct {
+	Rank int
+	Err  error
+}
+
+func (e *RankError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
+func (e *RankError) Unwrap() error { return e.Err }
+
 // NodeConfig describes the ranks a Node serves.
 type NodeConfig struct {
 	KVSName      string
@@ -146,7 +156,7 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		}
 		if err != nil {
 			s.reply(formatReply("error", "rc", "-1", "msg", "malformed_command"))
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		if c.Name == "init" && c.Args["pmi_version"] == "2" && s.rank >= -1 {
 			// PMI-2 clients bootstrap with a PMI-1 init line, then switch
@@ -159,7 +169,7 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		}
 		done, err := s.handle(ctx, c)
 		if err != nil {
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		if done {
 			finalized = true
@@ -174,11 +184,11 @@ func (s *session) readError(ctx context.Context, err error, unfinished bool) err
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, io.EOF) && unfinished:
-		return fmt.Errorf("rank %d: %w", s.rank, ErrNoFinalize)
+		return &RankError{s.rank, ErrNoFinalize}
 	case errors.Is(err, io.EOF):
 		return nil
 	}
-	return fmt.Errorf("rank %d: %w", s.rank, err)
+	return &RankError{s.rank, err}
 }
 
 // readLine reads one line of at most MaxLine bytes.

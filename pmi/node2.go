@@ -19,11 +19,11 @@ func (s *session) serve2(ctx context.Context, r *bufio.Reader) error {
 		c, err := ParseFrame2(body)
 		if err != nil {
 			s.reply(formatFrame2("error", "rc", "-1", "errmsg", "malformed command"))
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		done, err := s.handle2(ctx, c)
 		if err != nil {
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		finalized = finalized || done
 	}

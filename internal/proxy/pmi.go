@@ -202,6 +202,9 @@ func (p *proxy) refusePMI(c net.Conn, why string) {
 func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 	defer conn.Close()
 	err := p.node.Serve(ctx, rank, conn)
+	if re := (*pmi.RankError)(nil); rank < 0 && errors.As(err, &re) && re.Rank >= 0 {
+		rank = re.Rank // PMI_PORT: the connection named its rank
+	}
 	switch {
 	case err == nil, errors.Is(err, pmi.ErrAborted), ctx.Err() != nil:
 	case errors.Is(err, pmi.ErrRefused):

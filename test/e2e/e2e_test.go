@@ -393,17 +393,21 @@ func TestScriptWithoutInterpreterLine(t *testing.T) {
 // of leaving them waiting forever (Hydra hangs: pmodels/mpich#6124). The
 // -timeout only bounds a regression.
 func TestRankLeavingBeforeBarrierEndsJob(t *testing.T) {
-	tests := []struct{ name, hosts, want string }{
+	tests := []struct{ name, hosts, mode, want string }{
 		// The proxy of the host sees it (pmi.Node.Left).
-		{"same host", "localhost:3", "barrier can never complete: rank 0 ended"},
+		{"same host", "localhost:3", "-l", "barrier can never complete: rank 0 ended"},
+		// The same in PMI_PORT mode, where a connection names its rank
+		// only once it has spoken: the waiting rank is still the one
+		// that fails, not the proxy (exit 255).
+		{"same host, PMI_PORT", "localhost:3", "-pmi-port", "barrier can never complete: rank 0 ended"},
 		// gompiexec sees host a done while b fences.
-		{"host of its own", "a,b:2", "every rank on a (rank 0 first) ended without entering it"},
+		{"host of its own", "a,b:2", "-l", "every rank on a (rank 0 first) ended without entering it"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := runJob(t, "", "-timeout", "60", "-launcher", "fork", "-hosts", tc.hosts,
+			r := runJob(t, "", "-timeout", "60", "-launcher", "fork", "-hosts", tc.hosts, tc.mode,
 				"-n", "1", "/bin/true", ":", "-n", "2", bin("hello"))
-			if r.Code != 1 || !strings.Contains(r.Stderr, tc.want) {
+			if r.Code != 1 || !strings.Contains(r.Stderr, tc.want) || strings.Contains(r.Stderr, "proxy on") {
 				t.Fatalf("exit %d after %s, stderr:\n%s", r.Code, r.Elapsed, r.Stderr)
 			}
 		})
