@@ -413,3 +413,37 @@ func TestRankLeavingBeforeBarrierEndsJob(t *testing.T) {
 		})
 	}
 }
+
+// gompi-proxy run by hand with an argument it does not know says so
+// instead of waiting for a job on its stdin and exiting 1 in silence; its
+// help names the persistent-proxy command it really has.
+func TestProxyCommandLine(t *testing.T) {
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"-help"}, 0, "gompi-proxy -persist-start IDLE", ""},
+		{[]string{"--help"}, 0, "Usage:", ""},
+		{[]string{"persist"}, 2, "", `unknown argument "persist"`},
+		{[]string{"-n", "2"}, 2, "", `unknown argument "-n"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin("gompi-proxy"), tc.args...)
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errb.String(), tc.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+			}
+		})
+	}
+}
