@@ -526,8 +526,16 @@ func (j *job) loop(ctx context.Context) int {
 		case <-forceKill:
 			if termSig != 0 && !j.killing {
 				// The ranks outlived the signal and are killed now: the
-				// job did not succeed, whatever they would have exited with.
+				// job did not succeed, whatever they would have exited
+				// with. Their proxies SIGKILL them and report as usual,
+				// so what they wrote before still arrives; dropping the
+				// sessions is left for proxies that do not answer.
 				j.survivedSignal(termSig)
+				termSig = 0
+				j.killing = true
+				j.broadcast(control.Msg{T: control.MsgSignal, Sig: int(syscall.SIGKILL)})
+				forceKill = time.After(2 * time.Second)
+				continue
 			}
 			j.abortAll()
 		case <-ctxDone:
@@ -744,8 +752,8 @@ func (j *job) survivedSignal(sig syscall.Signal) {
 	if first < 0 {
 		return
 	}
-	fmt.Fprintf(j.cfg.Stderr, "gompiexec: %d rank(s) still running after %v (first: rank %d on %s); killing them\n",
-		left, sig, first, j.hosts[j.ranks[first].host].name)
+	fmt.Fprintf(j.cfg.Stderr, "gompiexec: %d rank(s) still running %s after %s (first: rank %d on %s); killing them\n",
+		left, j.cfg.Grace, sigName(int(sig)), first, j.hosts[j.ranks[first].host].name)
 	if j.failCode == 0 {
 		j.failCode = 128 + int(sig)
 	}

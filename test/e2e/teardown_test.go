@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -125,12 +126,54 @@ func TestLauncherSignalIgnoredByRanksIsNotSuccess(t *testing.T) {
 			j.waitRanks(2)
 			syscall.Kill(j.Cmd.Process.Pid, sig)
 			r := j.wait(10 * time.Second)
-			if r.Code != 128+int(sig) || !strings.Contains(r.Stderr, "2 rank(s) still running after "+sig.String()) {
+			if r.Code != 128+int(sig) || !strings.Contains(r.Stderr, "2 rank(s) still running 500ms after SIG") {
 				t.Fatalf("exit %d, want %d; stderr %s", r.Code, 128+int(sig), r.Stderr)
 			}
 			j.assertNoLeftovers(2 * time.Second)
 		})
 	}
+}
+
+// Ranks killed because they outlived a forwarded SIGTERM lose nothing they
+// wrote before: each writes a line to stdout, then the same line to a file,
+// and every line in the file must be in gompiexec's output.
+func TestSignalOutlivedLosesNoOutput(t *testing.T) {
+	dir := t.TempDir()
+	script := `trap '' TERM; i=0; echo ready; while :; do i=$((i+1)); echo "r$PMI_RANK line $i"; echo "r$PMI_RANK line $i" >>"$0.$PMI_RANK"; done`
+	j := newJob(t, "", "-grace", "0.2", "-n", "2", "/bin/bash", "-c", script, filepath.Join(dir, "log"))
+	j.startJob()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(j.Stdout.String(), "ready") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks did not start: %q", j.Stderr.String())
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let them write
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGTERM)
+	r := j.wait(20 * time.Second)
+	if r.Code != 143 || !strings.Contains(r.Stderr, "still running 200ms after SIGTERM") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
+	}
+	got := map[string]bool{}
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		got[l] = true
+	}
+	for rank := 0; rank < 2; rank++ {
+		b, err := os.ReadFile(filepath.Join(dir, "log."+strconv.Itoa(rank)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		lost := 0
+		for _, l := range lines {
+			if !got[l] {
+				lost++
+			}
+		}
+		if lost > 0 {
+			t.Errorf("rank %d: %d of %d lines written before the kill are missing from the output", rank, lost, len(lines))
+		}
+	}
+	j.assertNoLeftovers(2 * time.Second)
 }
 
 func TestTimeout(t *testing.T) {
