@@ -197,7 +197,8 @@ func runJob(args []string) (int, error) {
 	}
 	ctx := context.Background()
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	// SIGQUIT (Ctrl-\) is forwarded as Hydra does, not Go's stack dump.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	cfg.Signals = sigs
 	defer closeSlurm()
 	return mpiexec.Run(ctx, *cfg)

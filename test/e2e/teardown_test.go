@@ -63,7 +63,9 @@ func TestProxyKilledEndsJob(t *testing.T) {
 }
 
 func TestSignalsReachRanks(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGUSR1} {
+	// SIGQUIT (Ctrl-\) too, as Hydra forwards it: gompiexec used to die of
+	// it with a Go stack dump (exit 2).
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGUSR1, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			j := newJob(t, "", "-n", "3", bin("rankprog"), "trap")
 			j.startJob()

@@ -70,7 +70,7 @@ func main() {
 		// terminates the rest, and a rank still about to report its SIGINT
 		// must not die of that SIGTERM first.
 		c := make(chan os.Signal, 4)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGTERM)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGQUIT, syscall.SIGTERM)
 		fmt.Printf("rank %s ready\n", rank)
 		for s := range c {
 			if s == syscall.SIGTERM {
