@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +182,45 @@ func TestBarrierFailsWhenARankLeft(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Pending names the nodes a fence round under way still waits for; with no
+// round under way, or after the round completed, none.
+func TestJobPending(t *testing.T) {
+	j := NewJob(3)
+	pending := func() (p []bool) {
+		for n := 0; n < 3; n++ {
+			p = append(p, j.Pending(n))
+		}
+		return p
+	}
+	steps := []struct {
+		arrive int
+		want   []bool
+	}{
+		{-1, []bool{false, false, false}},
+		{1, []bool{true, false, true}},
+		{0, []bool{false, false, true}},
+		{2, []bool{false, false, false}}, // complete: the next round has no arrivals
+	}
+	var arrivals []Arrival
+	for _, s := range steps {
+		if s.arrive >= 0 {
+			a, err := j.Arrive(s.arrive, []KV{{Key: fmt.Sprint("k", s.arrive), Value: "v"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			arrivals = append(arrivals, a)
+		}
+		if got := pending(); !slices.Equal(got, s.want) {
+			t.Fatalf("after node %d arrived: pending %v, want %v", s.arrive, got, s.want)
+		}
+	}
+	for _, a := range arrivals {
+		kvs, err := a.Wait(context.Background())
+		if err != nil || len(kvs) != 3 {
+			t.Fatalf("round: %v, %v", kvs, err)
+		}
 	}
 }
