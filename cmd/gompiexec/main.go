@@ -313,13 +313,18 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 }
 
 func resolveHosts(o *options) ([]hostfile.Host, error) {
-	file := o.hostfile
+	file, label := o.hostfile, ""
 	if file == "" && o.hosts == "" {
-		file = os.Getenv("HYDRA_HOST_FILE")
+		file, label = os.Getenv("HYDRA_HOST_FILE"), "HYDRA_HOST_FILE: "
 	}
 	switch {
 	case file != "":
-		return hostfile.ParseFile(file)
+		hosts, err := hostfile.ParseFile(file)
+		if err != nil && label != "" {
+			// The user may not know it is set.
+			err = fmt.Errorf("%s%w", label, err)
+		}
+		return hosts, err
 	case o.hosts != "":
 		return hostfile.ParseList(o.hosts)
 	}

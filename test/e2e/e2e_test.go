@@ -447,3 +447,17 @@ func TestProxyCommandLine(t *testing.T) {
 		})
 	}
 }
+
+// A host file that came from the environment is named as such: the user
+// may not remember that HYDRA_HOST_FILE (or PBS_NODEFILE) is set.
+func TestHostFileFromEnvironmentNamed(t *testing.T) {
+	for _, v := range []string{"HYDRA_HOST_FILE", "PBS_NODEFILE"} {
+		j := newJob(t, "", "-n", "1", "/bin/true")
+		j.Cmd.Env = append(j.Cmd.Env, v+"=/nonexistent/hosts")
+		j.startJob()
+		r := j.wait(20 * time.Second)
+		if r.Code != 255 || !strings.Contains(r.Stderr, v+": ") || !strings.Contains(r.Stderr, "/nonexistent/hosts") {
+			t.Errorf("%s: exit %d, stderr %q", v, r.Code, r.Stderr)
+		}
+	}
+}
