@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -497,7 +498,7 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
 	err = launcher.StartLocked(cmd)
-	if errors.Is(err, syscall.ENOEXEC) {
+	if errors.Is(err, syscall.ENOEXEC) && !isBinary(cmd.Path) {
 		cmd = shellFallback(cmd)
 		err = launcher.StartLocked(cmd)
 	}
@@ -538,6 +539,20 @@ func shellFallback(cmd *exec.Cmd) *exec.Cmd {
 	return &exec.Cmd{Path: "/bin/sh", Args: append([]string{"/bin/sh", cmd.Path}, cmd.Args[1:]...),
 		Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
 		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
+}
+
+// isBinary reports whether the file starts with a NUL byte in its first
+// 80 bytes, as bash decides that a file exec refused is a binary (another
+// architecture's) and not a script: the shell would call it a syntax error.
+func isBinary(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 80)
+	n, _ := io.ReadFull(f, b)
+	return bytes.IndexByte(b[:n], 0) >= 0
 }
 
 // relay forwards one output pipe of a rank, chunk by chunk; the launcher

@@ -386,6 +386,16 @@ func TestScriptWithoutInterpreterLine(t *testing.T) {
 	if r.Code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", r.Code, r.Stderr)
 	}
+	// A binary the kernel cannot run (another architecture's) is not
+	// handed to the shell, which would call it a syntax error.
+	binary := filepath.Join(dir, "wrongarch")
+	if err := os.WriteFile(binary, []byte("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xff\xff"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = runJob(t, "", "-n", "1", binary)
+	if r.Code != 255 || !strings.Contains(r.Stderr, "exec format error") {
+		t.Fatalf("exit %d; stderr:\n%s", r.Code, r.Stderr)
+	}
 }
 
 // A rank that exits without ever speaking PMI (here the first MPMD
