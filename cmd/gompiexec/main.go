@@ -264,8 +264,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 				n = o.ppn * len(hosts)
 			}
 		}
-		argv := append([]string{prog}, s.argv[1:]...)
-		cfg.Segments = append(cfg.Segments, mpiexec.Segment{Argv: argv, N: n, Env: s.env, Wdir: wdir})
+		cfg.Segments = append(cfg.Segments, mpiexec.Segment{Argv: s.argv, Path: prog, N: n, Env: s.env, Wdir: wdir})
 	}
 
 	switch o.envMode {

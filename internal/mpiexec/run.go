@@ -37,6 +37,9 @@ const (
 // Segment is one MPMD part of the command line.
 type Segment struct {
 	Argv []string
+	// Path is the program to run when it is not Argv[0] (gompiexec's
+	// resolution of it); argv[0] stays as the user typed it.
+	Path string
 	N    int
 	Env  []string // -env KEY=VALUE pairs
 	Wdir string
@@ -265,7 +268,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	apps := make([]control.App, len(cfg.Segments))
 	for i, s := range cfg.Segments {
-		apps[i] = control.App{Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}
+		apps[i] = control.App{Argv: s.Argv, Path: s.Path, Env: s.Env, Wdir: s.Wdir}
 	}
 	rankSpecs := func(host int) []control.RankSpec {
 		var specs []control.RankSpec

@@ -445,7 +445,11 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	if len(app.Argv) == 0 {
 		return nil, fmt.Errorf("rank %d: empty command", rs.Rank)
 	}
-	path, err := p.appPath(rs.AppNum, app.Argv[0])
+	prog := app.Argv[0]
+	if app.Path != "" {
+		prog = app.Path
+	}
+	path, err := p.appPath(rs.AppNum, prog)
 	if err != nil {
 		return nil, err
 	}

@@ -471,3 +471,12 @@ func TestHostFileFromEnvironmentNamed(t *testing.T) {
 		}
 	}
 }
+
+// A rank's argv[0] is the program as the user typed it, as under Hydra
+// (execvp), not the path gompiexec resolved it to.
+func TestArgvZeroAsTyped(t *testing.T) {
+	r := runJob(t, "", "-n", "1", "sh", "-c", `echo "$0"`)
+	if r.Code != 0 || r.Stdout != "sh\n" {
+		t.Fatalf("exit %d, argv[0] %q, want %q; stderr:\n%s", r.Code, r.Stdout, "sh\n", r.Stderr)
+	}
+}
