@@ -90,6 +90,8 @@ type Node struct {
 	isLocal map[int]bool
 	claimed map[int]bool // ranks a connection has named itself (PMI_PORT) or was opened for
 	left    map[int]bool // ranks whose process has ended (Left)
+	spoke   map[int]bool // ranks that sent init (or fullinit)
+	done    map[int]bool // ranks that sent finalize
 
 	nodeAttrs   map[string]string // PMI-2 info-putnodeattr
 	attrChanged chan struct{}     // closed and replaced on every put
@@ -111,6 +113,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{},
 		entered: map[int]bool{}, claimed: map[int]bool{}, left: map[int]bool{},
+		spoke: map[int]bool{}, done: map[int]bool{},
 		nodeAttrs: map[string]string{}, attrChanged: make(chan struct{})}
 	for _, r := range cfg.Ranks {
 		if r < 0 || r >= cfg.Size {
@@ -162,6 +165,7 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 			// PMI-2 clients bootstrap with a PMI-1 init line, then switch
 			// to length-prefixed frames.
 			s.inited = true
+			n.mark(n.spoke, s.rank)
 			if err := s.reply(formatReply("response_to_init", "pmi_version", "2", "pmi_subversion", "0", "rc", "0")); err != nil {
 				return err
 			}
@@ -272,6 +276,7 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 			return false, fmt.Errorf("%w: PMI version %s.%s requested; gompi speaks 1.1 and 2.0", ErrProtocol, v, sub)
 		}
 		s.inited = true
+		n.mark(n.spoke, s.rank)
 		return false, s.reply(formatReply("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "0"))
 	case "get_maxes":
 		return false, s.reply(formatReply("maxes", "kvsname_max", strconv.Itoa(MaxKVSName),
@@ -313,6 +318,7 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 		}
 		return false, s.reply(formatReply("barrier_out"))
 	case "finalize":
+		n.mark(n.done, s.rank)
 		return true, s.reply(formatReply("finalize_ack"))
 	case "abort":
 		code, err := strconv.Atoi(c.Args["exitcode"])
@@ -497,4 +503,24 @@ func (n *Node) failWaitersLocked(err error) {
 		w <- err
 	}
 	n.waiters = nil
+}
+
+// mark records rank (a claimed one) in set.
+func (n *Node) mark(set map[int]bool, rank int) {
+	if rank < 0 {
+		return
+	}
+	n.mu.Lock()
+	set[rank] = true
+	n.mu.Unlock()
+}
+
+// Unfinished reports whether rank spoke PMI but has not sent finalize.
+// It is exact once the rank's process has ended: both are recorded before
+// the reply that the client waits for, unlike the end of its connection,
+// which a reaper can see after the process's exit.
+func (n *Node) Unfinished(rank int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.spoke[rank] && !n.done[rank]
 }

@@ -588,9 +588,11 @@ func (p *proxy) waitAll() {
 		go func(r *rank) {
 			defer wg.Done()
 			st := <-r.exit
+			unfinished := false
 			if p.node != nil {
 				// Barriers it has not entered can no longer complete.
 				p.node.Left(r.spec.Rank)
+				unfinished = p.node.Unfinished(r.spec.Rank)
 			}
 			p.closeEvents(r)
 			at := st.at // when it ended, not when its report leaves
@@ -598,7 +600,7 @@ func (p *proxy) waitAll() {
 			msg := ""
 			p.mu.Lock()
 			r.exited = true
-			if code == 0 && sig == 0 && p.noFinalize[r.spec.Rank] {
+			if code == 0 && sig == 0 && (p.noFinalize[r.spec.Rank] || unfinished) {
 				// Hydra's rule: a rank that spoke PMI but left without
 				// finalize has failed, or the others would wait forever.
 				code, msg = 1, "exited without calling MPI_Finalize/PMI finalize"
