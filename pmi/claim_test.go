@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -111,5 +113,114 @@ func TestBarrierCountsDistinctRanks(t *testing.T) {
 	}
 	if err := <-first; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A rank that has ended without entering the current barrier round makes
+// the round fail at once, naming it, whether it left before or while the
+// others wait; a rank that entered before it left does not, and a round
+// no rank enters fails nothing.
+func TestBarrierFailsWhenARankLeft(t *testing.T) {
+	tests := []struct {
+		name   string
+		before []int // ranks that leave before the others enter
+		enter  []int // ranks entering (waiting in the barrier)
+		after  []int // ranks that leave while they wait
+		broken bool
+	}{
+		{"left before the round", []int{0}, []int{1, 2}, nil, true},
+		{"left during the round", nil, []int{1, 2}, []int{0}, true},
+		{"entered, then left", nil, []int{0, 1}, []int{0}, false},
+		{"nobody fences", []int{0, 1, 2}, nil, nil, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := NewNode(NodeConfig{KVSName: "k", Size: 3, Ranks: []int{0, 1, 2}, Uplink: &jobUplink{job: NewJob(1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for _, r := range tc.before {
+				n.Left(r)
+			}
+			errs := make(chan error, len(tc.enter))
+			for _, r := range tc.enter {
+				go func() { errs <- n.barrier(ctx, r) }()
+			}
+			// Wait until every entering rank is in (or already failed).
+			for deadline := time.Now().Add(5 * time.Second); ; {
+				n.mu.Lock()
+				in := len(n.entered)
+				n.mu.Unlock()
+				if in == len(tc.enter) || len(errs) > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("ranks never entered")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			for _, r := range tc.after {
+				n.Left(r)
+			}
+			if !tc.broken {
+				// Left fails waiters synchronously: they are still
+				// registered if and only if nothing failed them.
+				n.mu.Lock()
+				waiting := len(n.waiters)
+				n.mu.Unlock()
+				if waiting != len(tc.enter) || len(errs) > 0 {
+					t.Fatalf("%d of %d ranks still waiting", waiting, len(tc.enter))
+				}
+				return
+			}
+			for range tc.enter {
+				err := <-errs
+				if !errors.Is(err, ErrBarrierBroken) || !strings.Contains(err.Error(), "rank 0 ended") {
+					t.Fatalf("waiter got %v, want ErrBarrierBroken naming rank 0", err)
+				}
+			}
+		})
+	}
+}
+
+// Pending names the nodes a fence round under way still waits for; with no
+// round under way, or after the round completed, none.
+func TestJobPending(t *testing.T) {
+	j := NewJob(3)
+	pending := func() (p []bool) {
+		for n := 0; n < 3; n++ {
+			p = append(p, j.Pending(n))
+		}
+		return p
+	}
+	steps := []struct {
+		arrive int
+		want   []bool
+	}{
+		{-1, []bool{false, false, false}},
+		{1, []bool{true, false, true}},
+		{0, []bool{false, false, true}},
+		{2, []bool{false, false, false}}, // complete: the next round has no arrivals
+	}
+	var arrivals []Arrival
+	for _, s := range steps {
+		if s.arrive >= 0 {
+			a, err := j.Arrive(s.arrive, []KV{{Key: fmt.Sprint("k", s.arrive), Value: "v"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			arrivals = append(arrivals, a)
+		}
+		if got := pending(); !slices.Equal(got, s.want) {
+			t.Fatalf("after node %d arrived: pending %v, want %v", s.arrive, got, s.want)
+		}
+	}
+	for _, a := range arrivals {
+		kvs, err := a.Wait(context.Background())
+		if err != nil || len(kvs) != 3 {
+			t.Fatalf("round: %v, %v", kvs, err)
+		}
 	}
 }

@@ -45,19 +45,31 @@ func NewJob(nodes int) *Job {
 // node has fenced; it returns every pair put in the round. The map is
 // shared by all callers of the round and must not be modified.
 func (j *Job) Fence(ctx context.Context, node int, puts []KV) (map[string]string, error) {
+	f, err := j.Arrive(node, puts)
+	if err != nil {
+		return nil, err
+	}
+	return f.Wait(ctx)
+}
+
+// Arrival is one node's entry in a fence round, to wait on.
+type Arrival struct{ r *round }
+
+// Arrive is Fence's first half: it records node's puts for the current
+// round at once, so a caller can know (Pending) which nodes the round
+// still waits for before anyone waits on it.
+func (j *Job) Arrive(node int, puts []KV) (Arrival, error) {
 	j.mu.Lock()
+	defer j.mu.Unlock()
 	if j.closed != nil {
-		j.mu.Unlock()
-		return nil, j.closed
+		return Arrival{}, j.closed
 	}
 	r := j.cur
 	if node < 0 || node >= j.nodes {
-		j.mu.Unlock()
-		return nil, fmt.Errorf("pmi: fence from unknown node %d", node)
+		return Arrival{}, fmt.Errorf("pmi: fence from unknown node %d", node)
 	}
 	if r.arrived[node] {
-		j.mu.Unlock()
-		return nil, fmt.Errorf("pmi: node %d fenced twice in one round", node)
+		return Arrival{}, fmt.Errorf("pmi: node %d fenced twice in one round", node)
 	}
 	r.arrived[node] = true
 	for _, kv := range puts {
@@ -67,16 +79,26 @@ func (j *Job) Fence(ctx context.Context, node int, puts []KV) (map[string]string
 	if len(r.arrived) == j.nodes {
 		j.cur = newRound()
 		close(r.done)
-		j.mu.Unlock()
-		return r.puts, nil
 	}
-	j.mu.Unlock()
+	return Arrival{r}, nil
+}
+
+// Wait blocks until the arrival's round is complete and returns its pairs.
+func (a Arrival) Wait(ctx context.Context) (map[string]string, error) {
 	select {
-	case <-r.done:
-		return r.puts, r.err
+	case <-a.r.done:
+		return a.r.puts, a.r.err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// Pending reports whether a fence round is under way (some node has
+// arrived) that node has not arrived in yet.
+func (j *Job) Pending(node int) bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.closed == nil && len(j.cur.arrived) > 0 && !j.cur.arrived[node]
 }
 
 // Get returns a value put anywhere in the job (after its fence).

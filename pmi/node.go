@@ -44,7 +44,20 @@ var (
 	// requests). It is not one of the job's ranks talking, so the job goes
 	// on; the connection is closed.
 	ErrRefused = errors.New("pmi: connection refused")
+	// ErrBarrierBroken: a local rank ended (Node.Left) without entering
+	// the barrier round others are in, so the round can never complete.
+	ErrBarrierBroken = errors.New("pmi: barrier can never complete")
 )
+
+// RankError is an error Serve returns for one rank's connection. Rank is
+// -1 for a PMI_PORT connection that had not named its rank yet.
+type RankError struct {
+	Rank int
+	Err  error
+}
+
+func (e *RankError) Error() string { return fmt.Sprintf("rank %d: %v", e.Rank, e.Err) }
+func (e *RankError) Unwrap() error { return e.Err }
 
 // NodeConfig describes the ranks a Node serves.
 type NodeConfig struct {
@@ -76,6 +89,9 @@ type Node struct {
 	waiters []chan error
 	isLocal map[int]bool
 	claimed map[int]bool // ranks a connection has named itself (PMI_PORT) or was opened for
+	left    map[int]bool // ranks whose process has ended (Left)
+	spoke   map[int]bool // ranks that sent init (or fullinit)
+	done    map[int]bool // ranks that sent finalize
 
 	nodeAttrs   map[string]string // PMI-2 info-putnodeattr
 	attrChanged chan struct{}     // closed and replaced on every put
@@ -96,7 +112,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		cfg.AppNum = func(int) int { return 0 }
 	}
 	n := &Node{cfg: cfg, kvs: map[string]string{}, isLocal: map[int]bool{},
-		entered: map[int]bool{}, claimed: map[int]bool{},
+		entered: map[int]bool{}, claimed: map[int]bool{}, left: map[int]bool{},
+		spoke: map[int]bool{}, done: map[int]bool{},
 		nodeAttrs: map[string]string{}, attrChanged: make(chan struct{})}
 	for _, r := range cfg.Ranks {
 		if r < 0 || r >= cfg.Size {
@@ -142,12 +159,13 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		}
 		if err != nil {
 			s.reply(formatReply("error", "rc", "-1", "msg", "malformed_command"))
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		if c.Name == "init" && c.Args["pmi_version"] == "2" && s.rank >= -1 {
 			// PMI-2 clients bootstrap with a PMI-1 init line, then switch
 			// to length-prefixed frames.
 			s.inited = true
+			n.mark(n.spoke, s.rank)
 			if err := s.reply(formatReply("response_to_init", "pmi_version", "2", "pmi_subversion", "0", "rc", "0")); err != nil {
 				return err
 			}
@@ -155,7 +173,7 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		}
 		done, err := s.handle(ctx, c)
 		if err != nil {
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		if done {
 			finalized = true
@@ -170,11 +188,11 @@ func (s *session) readError(ctx context.Context, err error, unfinished bool) err
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case errors.Is(err, io.EOF) && unfinished:
-		return fmt.Errorf("rank %d: %w", s.rank, ErrNoFinalize)
+		return &RankError{s.rank, ErrNoFinalize}
 	case errors.Is(err, io.EOF):
 		return nil
 	}
-	return fmt.Errorf("rank %d: %w", s.rank, err)
+	return &RankError{s.rank, err}
 }
 
 // readLine reads one line of at most MaxLine bytes.
@@ -258,6 +276,7 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 			return false, fmt.Errorf("%w: PMI version %s.%s requested; gompi speaks 1.1 and 2.0", ErrProtocol, v, sub)
 		}
 		s.inited = true
+		n.mark(n.spoke, s.rank)
 		return false, s.reply(formatReply("response_to_init", "pmi_version", "1", "pmi_subversion", "1", "rc", "0"))
 	case "get_maxes":
 		return false, s.reply(formatReply("maxes", "kvsname_max", strconv.Itoa(MaxKVSName),
@@ -299,6 +318,7 @@ func (s *session) handle(ctx context.Context, c Command) (finalized bool, err er
 		}
 		return false, s.reply(formatReply("barrier_out"))
 	case "finalize":
+		n.mark(n.done, s.rank)
 		return true, s.reply(formatReply("finalize_ack"))
 	case "abort":
 		code, err := strconv.Atoi(c.Args["exitcode"])
@@ -400,6 +420,11 @@ func (n *Node) barrier(ctx context.Context, rank int) error {
 		return fmt.Errorf("%w: rank %d entered the barrier twice", ErrProtocol, rank)
 	}
 	n.entered[rank] = true
+	if err := n.brokenLocked(); err != nil {
+		n.failWaitersLocked(err)
+		n.mu.Unlock()
+		return err
+	}
 	if len(n.entered) < len(n.cfg.Ranks) {
 		ch := make(chan error, 1)
 		n.waiters = append(n.waiters, ch)
@@ -435,4 +460,67 @@ func (n *Node) barrier(ctx context.Context, rank int) error {
 		w <- err
 	}
 	return err
+}
+
+// Left records that a local rank's process has ended. A barrier round it
+// has not entered can then never complete (Hydra's classic hang: a rank
+// that exits without MPI, or after MPI_Finalize, while the others fence):
+// the round's waiters, and any rank entering it later, get
+// ErrBarrierBroken naming it instead of waiting forever. Ranks that never
+// fence after it left are unaffected.
+func (n *Node) Left(rank int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.isLocal[rank] {
+		return
+	}
+	n.left[rank] = true
+	if len(n.entered) > 0 {
+		if err := n.brokenLocked(); err != nil {
+			n.failWaitersLocked(err)
+		}
+	}
+}
+
+// brokenLocked names a rank that has left without entering the current
+// round, if any (the lowest, so the message is stable).
+func (n *Node) brokenLocked() error {
+	gone := -1
+	for r := range n.left {
+		if !n.entered[r] && (gone < 0 || r < gone) {
+			gone = r
+		}
+	}
+	if gone < 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: rank %d ended (exited, or finished PMI) without entering it", ErrBarrierBroken, gone)
+}
+
+// failWaitersLocked ends the current round with err for every waiter.
+func (n *Node) failWaitersLocked(err error) {
+	for _, w := range n.waiters {
+		w <- err
+	}
+	n.waiters = nil
+}
+
+// mark records rank (a claimed one) in set.
+func (n *Node) mark(set map[int]bool, rank int) {
+	if rank < 0 {
+		return
+	}
+	n.mu.Lock()
+	set[rank] = true
+	n.mu.Unlock()
+}
+
+// Unfinished reports whether rank spoke PMI but has not sent finalize.
+// It is exact once the rank's process has ended: both are recorded before
+// the reply that the client waits for, unlike the end of its connection,
+// which a reaper can see after the process's exit.
+func (n *Node) Unfinished(rank int) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.spoke[rank] && !n.done[rank]
 }

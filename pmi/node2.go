@@ -19,11 +19,11 @@ func (s *session) serve2(ctx context.Context, r *bufio.Reader) error {
 		c, err := ParseFrame2(body)
 		if err != nil {
 			s.reply(formatFrame2("error", "rc", "-1", "errmsg", "malformed command"))
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		done, err := s.handle2(ctx, c)
 		if err != nil {
-			return fmt.Errorf("rank %d: %w", s.rank, err)
+			return &RankError{s.rank, err}
 		}
 		finalized = finalized || done
 	}
@@ -63,6 +63,7 @@ func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err 
 			}
 			s.rank = id
 		}
+		n.mark(n.spoke, s.rank)
 		return false, reply("fullinit-response", "pmi-version", "2", "pmi-subversion", "0",
 			"rank", strconv.Itoa(s.rank), "size", strconv.Itoa(cfg.Size), "appnum", strconv.Itoa(cfg.AppNum(s.rank)),
 			"debugged", "FALSE", "pmiverbose", "FALSE", "rc", "0")
@@ -107,6 +108,7 @@ func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err 
 		}
 		return false, reply("info-getnodeattr-response", "found", "TRUE", "value", v, "rc", "0")
 	case "finalize":
+		n.mark(n.done, s.rank)
 		return true, reply("finalize-response", "rc", "0")
 	case "abort":
 		cfg.Uplink.Abort(s.rank, 1, c.Args["msg"])

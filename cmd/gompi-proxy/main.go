@@ -64,6 +64,16 @@ func main() {
 	if code, ok := persist.Main(os.Args[1:], os.Stdout); ok {
 		os.Exit(code)
 	}
+	if len(os.Args) > 1 {
+		// Launchers start it without arguments; anything else is a person.
+		switch os.Args[1] {
+		case "-h", "-help", "--help":
+			fmt.Print(proxyHelp)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "gompi-proxy: unknown argument %q (gompiexec starts gompi-proxy without arguments; gompi-proxy -help)\n", os.Args[1])
+		os.Exit(2)
+	}
 	level := slog.LevelWarn
 	if os.Getenv("GOMPI_PROXY_DEBUG") != "" {
 		level = slog.LevelDebug

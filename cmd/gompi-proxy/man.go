@@ -22,7 +22,10 @@ both sides authenticate with a per-job secret.
 Usage:
   gompi-proxy                 serve one job (launched by gompiexec)
   gompi-proxy -version        print the build's version, commit and sha256
-  gompi-proxy persist ...     persistent-proxy daemon commands (docs/ssh.md)
+  gompi-proxy -persist-start IDLE [SHA256]
+                              find or start this host's persistent proxy and print
+                              its socket (what gompiexec -proxy-persist runs; docs/ssh.md)
+  gompi-proxy -help           this text
 `
 
 // writeMan writes gompi-proxy.1 into dir (gompi-proxy --gen-man DIR). Not
@@ -42,6 +45,7 @@ func writeMan(dir string) int {
 		Exit: []roff.Item{
 			{"0", "the job on this host ended and was reported to gompiexec"},
 			{"1", "the launcher was lost, the connect-back failed, or the proxy could not serve the job"},
+			{"2", "an argument it does not know (gompiexec starts it without any)"},
 		},
 		SeeAlso: []string{"gompiexec(1)"},
 	})

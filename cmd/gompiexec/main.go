@@ -197,7 +197,8 @@ func runJob(args []string) (int, error) {
 	}
 	ctx := context.Background()
 	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	// SIGQUIT (Ctrl-\) is forwarded as Hydra does, not Go's stack dump.
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 	cfg.Signals = sigs
 	defer closeSlurm()
 	return mpiexec.Run(ctx, *cfg)
@@ -263,8 +264,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 				n = o.ppn * len(hosts)
 			}
 		}
-		argv := append([]string{prog}, s.argv[1:]...)
-		cfg.Segments = append(cfg.Segments, mpiexec.Segment{Argv: argv, N: n, Env: s.env, Wdir: wdir})
+		cfg.Segments = append(cfg.Segments, mpiexec.Segment{Argv: s.argv, Path: prog, N: n, Env: s.env, Wdir: wdir})
 	}
 
 	switch o.envMode {
@@ -312,13 +312,18 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 }
 
 func resolveHosts(o *options) ([]hostfile.Host, error) {
-	file := o.hostfile
+	file, label := o.hostfile, ""
 	if file == "" && o.hosts == "" {
-		file = os.Getenv("HYDRA_HOST_FILE")
+		file, label = os.Getenv("HYDRA_HOST_FILE"), "HYDRA_HOST_FILE: "
 	}
 	switch {
 	case file != "":
-		return hostfile.ParseFile(file)
+		hosts, err := hostfile.ParseFile(file)
+		if err != nil && label != "" {
+			// The user may not know it is set.
+			err = fmt.Errorf("%s%w", label, err)
+		}
+		return hosts, err
 	case o.hosts != "":
 		return hostfile.ParseList(o.hosts)
 	}

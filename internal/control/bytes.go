@@ -82,13 +82,14 @@ type plainApp App
 type wireApp struct {
 	*plainApp
 	Argv []wstr `json:"argv"`
+	Path wstr   `json:"path,omitempty"`
 	Env  []wstr `json:"env"`
 	Wdir wstr   `json:"wdir"`
 }
 
 func (a App) MarshalJSON() ([]byte, error) {
 	p := plainApp(a)
-	return json.Marshal(wireApp{&p, toW(a.Argv), toW(a.Env), wstr(a.Wdir)})
+	return json.Marshal(wireApp{&p, toW(a.Argv), wstr(a.Path), toW(a.Env), wstr(a.Wdir)})
 }
 
 func (a *App) UnmarshalJSON(b []byte) error {
@@ -96,7 +97,7 @@ func (a *App) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	a.Argv, a.Env, a.Wdir = fromW(w.Argv), fromW(w.Env), string(w.Wdir)
+	a.Argv, a.Path, a.Env, a.Wdir = fromW(w.Argv), string(w.Path), fromW(w.Env), string(w.Wdir)
 	return nil
 }
 

@@ -18,7 +18,7 @@ func TestBytesCrossExactly(t *testing.T) {
 	job := &Job{Version: Version, JobID: "j", Size: 1, KVSName: "kvs_j", GraceMS: 5,
 		Env:       []string{"A=" + bad, "B=plain"},
 		ProxyPath: "/opt/" + bad,
-		Apps:      []App{{Argv: []string{"/bin/" + bad, bad, ""}, Env: []string{bad + "=x"}, Wdir: "/tmp/" + bad}},
+		Apps:      []App{{Argv: []string{"/bin/" + bad, bad, ""}, Path: "/usr/" + bad, Env: []string{bad + "=x"}, Wdir: "/tmp/" + bad}},
 		Ranks:     []RankSpec{{Rank: 0}},
 		Children:  []Subtree{{Index: 1, Host: "h", Ranks: []RankSpec{{Rank: 1}}}},
 	}

@@ -162,6 +162,7 @@ func (j *Job) ForChild(t Subtree) *Job {
 // App is one MPMD segment.
 type App struct {
 	Argv []string `json:"argv"`
+	Path string   `json:"path,omitempty"` // the program, when not Argv[0]
 	Env  []string `json:"env"`
 	Wdir string   `json:"wdir"`
 }

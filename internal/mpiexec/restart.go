@@ -81,7 +81,7 @@ func (j *job) checkpointRequest(s syscall.Signal) bool {
 
 // userSignal notes that the user asked the job to end: no restart then.
 func (j *job) userSignal(s syscall.Signal) {
-	if j.cfg.outcome != nil && (s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP) {
+	if j.cfg.outcome != nil && (s == syscall.SIGINT || s == syscall.SIGTERM || s == syscall.SIGHUP || s == syscall.SIGQUIT) {
 		j.cfg.outcome.user = true
 	}
 }

@@ -37,6 +37,9 @@ const (
 // Segment is one MPMD part of the command line.
 type Segment struct {
 	Argv []string
+	// Path is the program to run when it is not Argv[0] (gompiexec's
+	// resolution of it); argv[0] stays as the user typed it.
+	Path string
 	N    int
 	Env  []string // -env KEY=VALUE pairs
 	Wdir string
@@ -206,7 +209,9 @@ type job struct {
 	events   chan event
 	finished chan struct{} // closed when the supervision loop returns
 	kvs      *pmi.Job
-	ctx      context.Context
+	// doneHosts lists hosts whose every rank has ended, in order.
+	doneHosts []int
+	ctx       context.Context
 
 	firstFail  int   // rank, -1 if none
 	failAt     int64 // when its proxy saw firstFail fail (control.Msg.At)
@@ -263,7 +268,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	apps := make([]control.App, len(cfg.Segments))
 	for i, s := range cfg.Segments {
-		apps[i] = control.App{Argv: s.Argv, Env: s.Env, Wdir: s.Wdir}
+		apps[i] = control.App{Argv: s.Argv, Path: s.Path, Env: s.Env, Wdir: s.Wdir}
 	}
 	rankSpecs := func(host int) []control.RankSpec {
 		var specs []control.RankSpec
@@ -410,6 +415,7 @@ func (j *job) loop(ctx context.Context) int {
 	}
 	var lastInt time.Time
 	var forceKill <-chan time.Time
+	var termSig syscall.Signal // a forwarded SIGTERM/SIGHUP that forceKill enforces
 	remaining := len(j.hosts)
 	ended := func(h int) bool {
 		if j.hosts[h].done {
@@ -452,7 +458,11 @@ func (j *job) loop(ctx context.Context) int {
 				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
 				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error, ev.msg.At)
 			case control.MsgFence:
-				go j.fence(ev.top, ev.msg.KVS)
+				// Recorded here, not in the goroutine, so that checkFence
+				// sees every arrival the loop has received.
+				f, err := j.kvs.Arrive(ev.top, ev.msg.KVS)
+				go j.fence(ev.top, f, err)
+				j.checkFence()
 			case control.MsgAbort:
 				j.aborted(host, ev.msg)
 			case control.MsgName:
@@ -475,7 +485,10 @@ func (j *job) loop(ctx context.Context) int {
 					j.internalFailure(fmt.Sprintf("proxy on %s: %s", hs.name, ev.msg.Error))
 				}
 			case control.MsgDone:
-				ended(host)
+				if ended(host) {
+					j.doneHosts = append(j.doneHosts, host)
+					j.checkFence()
+				}
 			}
 			j.release(ev.top)
 		case sig := <-j.cfg.Signals:
@@ -501,6 +514,7 @@ func (j *job) loop(ctx context.Context) int {
 			if s == syscall.SIGTERM || s == syscall.SIGHUP {
 				// Ranks that ignore it are killed after the grace period.
 				forceKill = time.After(j.cfg.Grace + time.Second)
+				termSig = s
 			}
 		case <-timeout:
 			fmt.Fprintf(j.cfg.Stderr, "gompiexec: APPLICATION TIMED OUT, TIMEOUT = %s; killing the job\n", j.cfg.Timeout)
@@ -513,6 +527,19 @@ func (j *job) loop(ctx context.Context) int {
 			j.outFailed = true
 			j.kill()
 		case <-forceKill:
+			if termSig != 0 && !j.killing {
+				// The ranks outlived the signal and are killed now: the
+				// job did not succeed, whatever they would have exited
+				// with. Their proxies SIGKILL them and report as usual,
+				// so what they wrote before still arrives; dropping the
+				// sessions is left for proxies that do not answer.
+				j.survivedSignal(termSig)
+				termSig = 0
+				j.killing = true
+				j.broadcast(control.Msg{T: control.MsgSignal, Sig: int(syscall.SIGKILL)})
+				forceKill = time.After(2 * time.Second)
+				continue
+			}
 			j.abortAll()
 		case <-ctxDone:
 			ctxDone = nil
@@ -554,8 +581,11 @@ func (j *job) release(ti int) {
 
 // fence waits for every top-level proxy to fence (each on behalf of its
 // subtree) and pushes the round's pairs down.
-func (j *job) fence(top int, puts []pmi.KV) {
-	kvs, err := j.kvs.Fence(j.ctx, top, puts)
+func (j *job) fence(top int, f pmi.Arrival, err error) {
+	var kvs map[string]string
+	if err == nil {
+		kvs, err = f.Wait(j.ctx)
+	}
 	p := j.tops[top]
 	m := control.Msg{T: control.MsgFenceDone, Host: p.index, KVS: make([]pmi.KV, 0, len(kvs))}
 	for k, v := range kvs {
@@ -565,6 +595,32 @@ func (j *job) fence(top int, puts []pmi.KV) {
 		m = control.Msg{T: control.MsgFenceDone, Host: p.index, Error: err.Error()}
 	}
 	p.out.push(m)
+}
+
+// checkFence ends the job when a fence round is under way that a host
+// whose ranks have all ended has not reached through its top-level proxy:
+// that round can never complete (Hydra waits forever: a host whose ranks
+// are not MPI programs, or finished early). A proxy's own host reports it
+// below itself (pmi.Node.Left, ErrBarrierBroken).
+func (j *job) checkFence() {
+	if j.killing {
+		return
+	}
+	for _, h := range j.doneHosts {
+		if !j.kvs.Pending(j.hosts[h].top) {
+			continue
+		}
+		rank := -1
+		if rs := j.layout.RanksOn(h); len(rs) > 0 {
+			rank = rs[0]
+		}
+		msg := fmt.Sprintf("PMI barrier can never complete: every rank on %s (rank %d first) ended without entering it", j.hosts[h].name, rank)
+		fmt.Fprintf(j.cfg.Stderr, "gompiexec: %s\n", msg)
+		j.kvs.Close(pmi.ErrJobClosed)
+		j.firstFail, j.failCode, j.abortMsg = rank, 1, "EXITED WITHOUT ENTERING THE PMI BARRIER THE OTHER RANKS WAIT IN"
+		j.kill()
+		return
+	}
 }
 
 func (j *job) aborted(host int, m control.Msg) {
@@ -682,6 +738,28 @@ func (j *job) kill() {
 	j.cfg.Log.Debug("terminating the job", "grace", j.cfg.Grace)
 	j.killing = true
 	j.broadcast(control.Msg{T: control.MsgKill})
+}
+
+// survivedSignal reports ranks still running after a forwarded signal and
+// its grace period, and makes the job's exit code 128+sig.
+func (j *job) survivedSignal(sig syscall.Signal) {
+	left, first := 0, -1
+	for i := range j.ranks {
+		if !j.ranks[i].exited {
+			if first < 0 {
+				first = i
+			}
+			left++
+		}
+	}
+	if first < 0 {
+		return
+	}
+	fmt.Fprintf(j.cfg.Stderr, "gompiexec: %d rank(s) still running %s after %s (first: rank %d on %s); killing them\n",
+		left, j.cfg.Grace, sigName(int(sig)), first, j.hosts[j.ranks[first].host].name)
+	if j.failCode == 0 {
+		j.failCode = 128 + int(sig)
+	}
 }
 
 // abortAll drops every proxy at once; proxies kill their ranks with SIGKILL

@@ -202,6 +202,9 @@ func (p *proxy) refusePMI(c net.Conn, why string) {
 func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 	defer conn.Close()
 	err := p.node.Serve(ctx, rank, conn)
+	if re := (*pmi.RankError)(nil); rank < 0 && errors.As(err, &re) && re.Rank >= 0 {
+		rank = re.Rank // PMI_PORT: the connection named its rank
+	}
 	switch {
 	case err == nil, errors.Is(err, pmi.ErrAborted), ctx.Err() != nil:
 	case errors.Is(err, pmi.ErrRefused):
@@ -214,5 +217,14 @@ func (p *proxy) servePMI(ctx context.Context, rank int, conn net.Conn) {
 		p.mu.Unlock()
 	case errors.Is(err, pmi.ErrProtocol):
 		p.send(control.Msg{T: control.MsgError, Rank: rank, Error: fmt.Sprintf("PMI: %v", err), At: time.Now().UnixNano()})
+	case errors.Is(err, pmi.ErrBarrierBroken):
+		// Every waiter of the round gets it; one report names the cause.
+		p.mu.Lock()
+		first := !p.barrierBroken
+		p.barrierBroken = true
+		p.mu.Unlock()
+		if first {
+			p.send(control.Msg{T: control.MsgError, Rank: rank, Code: 1, Error: fmt.Sprintf("PMI: %v", err), At: time.Now().UnixNano()})
+		}
 	}
 }

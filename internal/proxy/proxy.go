@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -103,6 +104,8 @@ type proxy struct {
 	appEnv     map[int]*envList // merged base environment per app
 	appPaths   map[int]appPath  // each app's executable, searched once
 	topo       []string         // shares the node's hwloc topology with ranks (topo.go)
+	// barrierBroken: a rank's ErrBarrierBroken was reported (once per node).
+	barrierBroken bool
 }
 
 // Run serves one job over rw (the proxy's stdin/stdout) and returns when the
@@ -442,7 +445,11 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	if len(app.Argv) == 0 {
 		return nil, fmt.Errorf("rank %d: empty command", rs.Rank)
 	}
-	path, err := p.appPath(rs.AppNum, app.Argv[0])
+	prog := app.Argv[0]
+	if app.Path != "" {
+		prog = app.Path
+	}
+	path, err := p.appPath(rs.AppNum, prog)
 	if err != nil {
 		return nil, err
 	}
@@ -494,7 +501,12 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
-	if err := launcher.StartLocked(cmd); err != nil {
+	err = launcher.StartLocked(cmd)
+	if errors.Is(err, syscall.ENOEXEC) && !isBinary(cmd.Path) {
+		cmd = shellFallback(cmd)
+		err = launcher.StartLocked(cmd)
+	}
+	if err != nil {
 		for _, f := range readers {
 			f.Close()
 		}
@@ -521,6 +533,30 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		go p.relay(r, byte(i+1), rd)
 	}
 	return r, nil
+}
+
+// shellFallback is cmd run by /bin/sh, as execvp runs a file that exec
+// refused with ENOEXEC (a script without a #! line): Hydra's proxy execs
+// ranks with execvp, so such scripts run there. Only that failure pays.
+func shellFallback(cmd *exec.Cmd) *exec.Cmd {
+	// A fresh Cmd: a started one (even a failed start) cannot start again.
+	return &exec.Cmd{Path: "/bin/sh", Args: append([]string{"/bin/sh", cmd.Path}, cmd.Args[1:]...),
+		Dir: cmd.Dir, Env: cmd.Env, Stdin: cmd.Stdin, Stdout: cmd.Stdout, Stderr: cmd.Stderr,
+		ExtraFiles: cmd.ExtraFiles, SysProcAttr: cmd.SysProcAttr}
+}
+
+// isBinary reports whether the file starts with a NUL byte in its first
+// 80 bytes, as bash decides that a file exec refused is a binary (another
+// architecture's) and not a script: the shell would call it a syntax error.
+func isBinary(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	b := make([]byte, 80)
+	n, _ := io.ReadFull(f, b)
+	return bytes.IndexByte(b[:n], 0) >= 0
 }
 
 // relay forwards one output pipe of a rank, chunk by chunk; the launcher
@@ -552,13 +588,19 @@ func (p *proxy) waitAll() {
 		go func(r *rank) {
 			defer wg.Done()
 			st := <-r.exit
+			unfinished := false
+			if p.node != nil {
+				// Barriers it has not entered can no longer complete.
+				p.node.Left(r.spec.Rank)
+				unfinished = p.node.Unfinished(r.spec.Rank)
+			}
 			p.closeEvents(r)
 			at := st.at // when it ended, not when its report leaves
 			code, sig := statusOf(st.ws)
 			msg := ""
 			p.mu.Lock()
 			r.exited = true
-			if code == 0 && sig == 0 && p.noFinalize[r.spec.Rank] {
+			if code == 0 && sig == 0 && (p.noFinalize[r.spec.Rank] || unfinished) {
 				// Hydra's rule: a rank that spoke PMI but left without
 				// finalize has failed, or the others would wait forever.
 				code, msg = 1, "exited without calling MPI_Finalize/PMI finalize"

@@ -420,3 +420,27 @@ func TestDeadJobsShmSweptAtNextJob(t *testing.T) {
 		t.Errorf("the live job's segment was removed: %v", err)
 	}
 }
+
+// A rank that spoke PMI and exits 0 without finalize has failed (Hydra's
+// rule, docs/pmi.md), over PMI_FD and over PMI_PORT alike: there the
+// connection names its rank only with initack.
+func TestExitWithoutFinalizeFails(t *testing.T) {
+	script := `
+if [ -n "$PMI_PORT" ]; then
+	exec 3<>/dev/tcp/${PMI_PORT%:*}/${PMI_PORT##*:}
+	printf 'cmd=initack pmiid=%s\n' "$PMI_ID" >&3
+	for i in 1 2 3 4; do IFS= read -r REPLY <&3; done
+fi
+printf 'cmd=init pmi_version=1 pmi_subversion=1\n' >&3
+IFS= read -r REPLY <&3
+exit 0
+`
+	for _, mode := range []string{"-l", "-pmi-port"} {
+		t.Run(mode, func(t *testing.T) {
+			r := runJob(t, "", mode, "-n", "1", "/bin/bash", "-c", script)
+			if r.Code != 1 || !strings.Contains(r.Stderr, "exited without calling MPI_Finalize") {
+				t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
+			}
+		})
+	}
+}

@@ -368,3 +368,115 @@ func TestWorkingDirectory(t *testing.T) {
 		t.Fatalf("pwd %q, want %q", r.Stdout, dir)
 	}
 }
+
+// A script without a #! line runs under /bin/sh, as execvp (and so Hydra's
+// proxy) runs it, with its arguments unchanged.
+func TestScriptWithoutInterpreterLine(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "noshebang")
+	if err := os.WriteFile(script, []byte("echo rank $PMI_RANK args \"$@\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := runJob(t, "", "-n", "2", script, "a b", "c")
+	for _, want := range []string{"rank 0 args a b c\n", "rank 1 args a b c\n"} {
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("exit %d, stdout %q lacks %q; stderr:\n%s", r.Code, r.Stdout, want, r.Stderr)
+		}
+	}
+	if r.Code != 0 {
+		t.Fatalf("exit %d; stderr:\n%s", r.Code, r.Stderr)
+	}
+	// A binary the kernel cannot run (another architecture's) is not
+	// handed to the shell, which would call it a syntax error.
+	binary := filepath.Join(dir, "wrongarch")
+	if err := os.WriteFile(binary, []byte("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xff\xff"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = runJob(t, "", "-n", "1", binary)
+	if r.Code != 255 || !strings.Contains(r.Stderr, "exec format error") {
+		t.Fatalf("exit %d; stderr:\n%s", r.Code, r.Stderr)
+	}
+}
+
+// A rank that exits without ever speaking PMI (here the first MPMD
+// segment) while the others fence ends the job at once, naming it, instead
+// of leaving them waiting forever (Hydra hangs: pmodels/mpich#6124). The
+// -timeout only bounds a regression.
+func TestRankLeavingBeforeBarrierEndsJob(t *testing.T) {
+	tests := []struct{ name, hosts, mode, want string }{
+		// The proxy of the host sees it (pmi.Node.Left).
+		{"same host", "localhost:3", "-l", "barrier can never complete: rank 0 ended"},
+		// The same in PMI_PORT mode, where a connection names its rank
+		// only once it has spoken: the waiting rank is still the one
+		// that fails, not the proxy (exit 255).
+		{"same host, PMI_PORT", "localhost:3", "-pmi-port", "barrier can never complete: rank 0 ended"},
+		// gompiexec sees host a done while b fences.
+		{"host of its own", "a,b:2", "-l", "every rank on a (rank 0 first) ended without entering it"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runJob(t, "", "-timeout", "60", "-launcher", "fork", "-hosts", tc.hosts, tc.mode,
+				"-n", "1", "/bin/true", ":", "-n", "2", bin("hello"))
+			if r.Code != 1 || !strings.Contains(r.Stderr, tc.want) || strings.Contains(r.Stderr, "proxy on") {
+				t.Fatalf("exit %d after %s, stderr:\n%s", r.Code, r.Elapsed, r.Stderr)
+			}
+		})
+	}
+}
+
+// gompi-proxy run by hand with an argument it does not know says so
+// instead of waiting for a job on its stdin and exiting 1 in silence; its
+// help names the persistent-proxy command it really has.
+func TestProxyCommandLine(t *testing.T) {
+	tests := []struct {
+		args   []string
+		code   int
+		stdout string
+		stderr string
+	}{
+		{[]string{"-help"}, 0, "gompi-proxy -persist-start IDLE", ""},
+		{[]string{"--help"}, 0, "Usage:", ""},
+		{[]string{"persist"}, 2, "", `unknown argument "persist"`},
+		{[]string{"-n", "2"}, 2, "", `unknown argument "-n"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cmd := exec.Command(bin("gompi-proxy"), tc.args...)
+			var out, errb strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(out.String(), tc.stdout) || !strings.Contains(errb.String(), tc.stderr) {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
+			}
+		})
+	}
+}
+
+// A host file that came from the environment is named as such: the user
+// may not remember that HYDRA_HOST_FILE (or PBS_NODEFILE) is set.
+func TestHostFileFromEnvironmentNamed(t *testing.T) {
+	for _, v := range []string{"HYDRA_HOST_FILE", "PBS_NODEFILE"} {
+		j := newJob(t, "", "-n", "1", "/bin/true")
+		j.Cmd.Env = append(j.Cmd.Env, v+"=/nonexistent/hosts")
+		j.startJob()
+		r := j.wait(20 * time.Second)
+		if r.Code != 255 || !strings.Contains(r.Stderr, v+": ") || !strings.Contains(r.Stderr, "/nonexistent/hosts") {
+			t.Errorf("%s: exit %d, stderr %q", v, r.Code, r.Stderr)
+		}
+	}
+}
+
+// A rank's argv[0] is the program as the user typed it, as under Hydra
+// (execvp), not the path gompiexec resolved it to.
+func TestArgvZeroAsTyped(t *testing.T) {
+	r := runJob(t, "", "-n", "1", "sh", "-c", `echo "$0"`)
+	if r.Code != 0 || r.Stdout != "sh\n" {
+		t.Fatalf("exit %d, argv[0] %q, want %q; stderr:\n%s", r.Code, r.Stdout, "sh\n", r.Stderr)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,7 +63,9 @@ func TestProxyKilledEndsJob(t *testing.T) {
 }
 
 func TestSignalsReachRanks(t *testing.T) {
-	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGUSR1} {
+	// SIGQUIT (Ctrl-\) too, as Hydra forwards it: gompiexec used to die of
+	// it with a Go stack dump (exit 2).
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGUSR1, syscall.SIGQUIT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			j := newJob(t, "", "-n", "3", bin("rankprog"), "trap")
 			j.startJob()
@@ -110,6 +113,67 @@ func TestTermIgnoredRankIsKilledAfterGrace(t *testing.T) {
 	r := j.wait(10 * time.Second)
 	if r.Code != 137 || r.Elapsed > 5*time.Second {
 		t.Fatalf("exit %d after %s, stderr %s", r.Code, r.Elapsed, r.Stderr)
+	}
+	j.assertNoLeftovers(2 * time.Second)
+}
+
+// A SIGTERM (or SIGHUP) to gompiexec that ranks ignore ends with their
+// SIGKILL after the grace period: the job was killed, so gompiexec exits
+// 128+signal, as when the ranks die of the forwarded signal itself, not 0.
+func TestLauncherSignalIgnoredByRanksIsNotSuccess(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			j := newJob(t, "", "-grace", "0.5", "-n", "2", bin("rankprog"), "ignoreterm")
+			j.startJob()
+			j.waitRanks(2)
+			syscall.Kill(j.Cmd.Process.Pid, sig)
+			r := j.wait(10 * time.Second)
+			if r.Code != 128+int(sig) || !strings.Contains(r.Stderr, "2 rank(s) still running 500ms after SIG") {
+				t.Fatalf("exit %d, want %d; stderr %s", r.Code, 128+int(sig), r.Stderr)
+			}
+			j.assertNoLeftovers(2 * time.Second)
+		})
+	}
+}
+
+// Ranks killed because they outlived a forwarded SIGTERM lose nothing they
+// wrote before: each writes a line to stdout, then the same line to a file,
+// and every line in the file must be in gompiexec's output.
+func TestSignalOutlivedLosesNoOutput(t *testing.T) {
+	dir := t.TempDir()
+	script := `trap '' TERM; i=0; echo ready; while :; do i=$((i+1)); echo "r$PMI_RANK line $i"; echo "r$PMI_RANK line $i" >>"$0.$PMI_RANK"; done`
+	j := newJob(t, "", "-grace", "0.2", "-n", "2", "/bin/bash", "-c", script, filepath.Join(dir, "log"))
+	j.startJob()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(j.Stdout.String(), "ready") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks did not start: %q", j.Stderr.String())
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // let them write
+	syscall.Kill(j.Cmd.Process.Pid, syscall.SIGTERM)
+	r := j.wait(20 * time.Second)
+	if r.Code != 143 || !strings.Contains(r.Stderr, "still running 200ms after SIGTERM") {
+		t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
+	}
+	got := map[string]bool{}
+	for _, l := range strings.Split(r.Stdout, "\n") {
+		got[l] = true
+	}
+	for rank := 0; rank < 2; rank++ {
+		b, err := os.ReadFile(filepath.Join(dir, "log."+strconv.Itoa(rank)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		lost := 0
+		for _, l := range lines {
+			if !got[l] {
+				lost++
+			}
+		}
+		if lost > 0 {
+			t.Errorf("rank %d: %d of %d lines written before the kill are missing from the output", rank, lost, len(lines))
+		}
 	}
 	j.assertNoLeftovers(2 * time.Second)
 }

@@ -70,7 +70,7 @@ func main() {
 		// terminates the rest, and a rank still about to report its SIGINT
 		// must not die of that SIGTERM first.
 		c := make(chan os.Signal, 4)
-		signal.Notify(c, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGTERM)
+		signal.Notify(c, syscall.SIGINT, syscall.SIGUSR1, syscall.SIGQUIT, syscall.SIGTERM)
 		fmt.Printf("rank %s ready\n", rank)
 		for s := range c {
 			if s == syscall.SIGTERM {
@@ -91,7 +91,7 @@ func main() {
 		// args[2] as rank 0 and waits for a peer that never comes.
 		shm.Connect(context.Background(), args[2], 0, 1, &shm.Options{Dir: args[1], Poll: time.Hour})
 	case "ignoreterm":
-		signal.Ignore(syscall.SIGTERM)
+		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
 		fmt.Printf("rank %s ready\n", rank)
 		time.Sleep(60 * time.Second)
 	default:
