@@ -237,6 +237,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	remote := hasRemoteHosts(o, hosts)
 	for i, s := range o.segments {
 		wdir := cwd
 		if s.wdir != "" {
@@ -244,11 +245,18 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 			if !filepath.IsAbs(wdir) {
 				wdir = filepath.Join(cwd, wdir)
 			}
-			if st, err := os.Stat(wdir); err != nil || !st.IsDir() {
+			if st, err := os.Stat(wdir); (err != nil || !st.IsDir()) && !remote {
 				return nil, usagef("-wdir %s: not a directory", s.wdir)
 			}
 		}
 		prog, err := checkProgram(s.argv[0], wdir)
+		if err != nil && remote {
+			// Hydra resolves the program on each node: one that is not
+			// here may be there. Each proxy looks for it (its PATH, the
+			// rank's working directory) and names rank and host if not.
+			cfg.Log.Debug("program not on this host; each host's proxy looks for it", "program", s.argv[0], "why", err)
+			prog, err = "", nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -469,6 +477,24 @@ func (f failedBackend) Name() string { return f.name }
 
 func (f failedBackend) Start(context.Context, launcher.Spec) (launcher.Proc, error) {
 	return nil, f.err
+}
+
+// hasRemoteHosts reports whether some proxy of the job may run on another
+// machine: there, a program or working directory missing here may exist.
+func hasRemoteHosts(o *options, hosts []hostfile.Host) bool {
+	switch {
+	case useSlurm(o), o.launcherExe != "":
+		return true
+	case o.launcher == "fork":
+		return false
+	}
+	local := localNames()
+	for _, h := range hosts {
+		if !local[h.Name] {
+			return true
+		}
+	}
+	return false
 }
 
 // localNames are host names that mean this machine.

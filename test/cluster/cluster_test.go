@@ -538,3 +538,50 @@ func TestTeardown(t *testing.T) {
 		t.Fatalf("shared cluster damaged: %q %v", out, err)
 	}
 }
+
+// TestProgramOnlyOnRemoteHosts: as under Hydra, a program or working
+// directory that exists on the hosts but not on the launch host runs (each
+// proxy resolves it); one that exists nowhere fails the job with a message
+// naming it and the host, and leaves nothing behind.
+func TestProgramOnlyOnRemoteHosts(t *testing.T) {
+	c := setup(t)
+	dir := fmt.Sprintf("/tmp/gompi-only-remote-%d", os.Getpid())
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s exists on the launch host", dir)
+	}
+	script := "#!/bin/sh\necho \"rank $PMI_RANK on $(cat /tmp/gompi-host) in $(pwd)\"\n"
+	for _, h := range c.Hosts[:2] {
+		if out, err := h.Run("sh", "-c", fmt.Sprintf("mkdir -p %s && printf '%%s' '%s' > %s/prog && chmod +x %s/prog", dir, script, dir, dir)); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	hosts := c.Hosts[0].Name + ":1," + c.Hosts[1].Name + ":1"
+	for _, tc := range []struct {
+		args []string
+		in   string // the ranks' working directory, if the test sets it
+	}{
+		{[]string{"-hosts", hosts, "-n", "2", dir + "/prog"}, ""},
+		{[]string{"-hosts", hosts, "-n", "2", "-wdir", dir, "./prog"}, dir + "\n"},
+	} {
+		args := tc.args
+		r := runJob(t, c, c.Client, "", args...)
+		if r.Code != 0 {
+			t.Fatalf("%v: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.Code, r.Stdout, r.Stderr)
+		}
+		for rk, h := range c.Hosts[:2] {
+			if want := fmt.Sprintf("rank %d on %s in %s", rk, h.Identity, tc.in); !strings.Contains(r.Stdout, want) {
+				t.Errorf("%v: stdout lacks %q:\n%s", args, want, r.Stdout)
+			}
+		}
+	}
+	// On the first host only: the second cannot start its rank.
+	r := runJob(t, c, c.Client, "", "-hosts", c.Hosts[0].Name+":1,"+c.Hosts[2].Name+":1", "-n", "2", dir+"/prog")
+	if r.Code == 0 {
+		t.Fatalf("a program missing on %s: exit 0\nstderr:\n%s", c.Hosts[2].Name, r.Stderr)
+	}
+	for _, want := range []string{dir + "/prog", c.Hosts[2].Name} {
+		if !strings.Contains(r.Stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.Stderr)
+		}
+	}
+}
