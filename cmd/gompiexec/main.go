@@ -102,7 +102,8 @@ Environment: HYDRA_HOST_FILE (as -f), MPIEXEC_TIMEOUT (as -timeout), GOMPI_PROXY
 or PBS allocation is used when present, else this machine with one slot per CPU.
 
 Exit status: 0 when every rank exits 0; else the first failing rank's exit code, or
-128+signal when it was killed by a signal; 124 on timeout; 255 on launcher errors.
+128+signal when it was killed by a signal; 124 on timeout; 127 when a rank broke the
+PMI protocol; 255 on launcher errors.
 
 Shell completion: gompiexec completion bash|zsh|fish
 Checkpoints: gompiexec ckpt list|verify|rm [-keep K] PREFIX [EPOCH...]

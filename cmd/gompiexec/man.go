@@ -32,6 +32,7 @@ func writeMan(dir string) int {
 			{"0", "every rank exited 0"},
 			{"1-123", "the exit code of the first rank that failed (or called MPI_Abort)"},
 			{"124", "-timeout or MPIEXEC_TIMEOUT expired"},
+			{"127", "a rank broke the PMI protocol (its error is printed)"},
 			{"128+N", "the first failing rank was killed by signal N (130 after a second Ctrl-C; 143 or 129 when ranks outlived a forwarded SIGTERM or SIGHUP by -grace)"},
 			{"255", "gompiexec could not run the job: bad arguments, a host or proxy could not be started or was lost"},
 		},

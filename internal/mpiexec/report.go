@@ -29,8 +29,12 @@ func (j *job) report() {
 		if j.abortMsg != "" {
 			how = j.abortMsg
 		}
-		fmt.Fprintf(w, "%s\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK %d (PID %d) RUNNING AT %s\n=   %s\n=   CLEANING UP REMAINING PROCESSES\n%s\n",
-			banner, j.firstFail, r.pid, j.layout.Hosts[r.host].Name, how, banner)
+		pid := fmt.Sprintf("PID %d", r.pid)
+		if r.pid <= 0 {
+			pid = "NOT STARTED" // its proxy could not start it
+		}
+		fmt.Fprintf(w, "%s\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK %d (%s) RUNNING AT %s\n=   %s\n=   CLEANING UP REMAINING PROCESSES\n%s\n",
+			banner, j.firstFail, pid, j.layout.Hosts[r.host].Name, how, banner)
 	}
 	if !j.cfg.PrintAllExitCodes {
 		return

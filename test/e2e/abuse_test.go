@@ -376,7 +376,7 @@ func TestStartFailureStopsAtFirst(t *testing.T) {
 	r := j.wait(60 * time.Second)
 	if r.Code != 255 || strings.Count(r.Stderr, "gompiexec: rank") != 1 ||
 		!strings.Contains(r.Stderr, "could not start") || !strings.Contains(r.Stderr, "on localhost") ||
-		!strings.Contains(r.Stderr, "RLIMIT_NOFILE 300") {
+		!strings.Contains(r.Stderr, "RLIMIT_NOFILE 300") || !strings.Contains(r.Stderr, "(NOT STARTED) RUNNING AT localhost") {
 		t.Fatalf("exit %d, stderr:\n%s", r.Code, r.Stderr)
 	}
 	j.assertNoLeftovers(5 * time.Second)
