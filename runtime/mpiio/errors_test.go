@@ -199,6 +199,46 @@ func TestSetViewError(t *testing.T) {
 	}
 }
 
+// TestPartialEtype: an access of a part of an etype is an error (ErrArg)
+// on independent operations, and on every rank of a collective one; the
+// file is not touched.
+func TestPartialEtype(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	runRanks(t, 3, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := f.SetView(0, mpi.TypeOf[float64](), mpi.TypeOf[float64]()); err != nil {
+			return err
+		}
+		if _, err := f.WriteAt(make([]byte, 12), int64(c.Rank())); !errors.Is(err, mpi.ErrArg) {
+			return fmt.Errorf("WriteAt of 12 bytes in 8-byte etypes: %v, want ErrArg", err)
+		}
+		if _, err := f.ReadAt(make([]byte, 4), 0); !errors.Is(err, mpi.ErrArg) {
+			return fmt.Errorf("ReadAt of 4 bytes in 8-byte etypes: %v, want ErrArg", err)
+		}
+		n := 8
+		if c.Rank() == 2 {
+			n = 9
+		}
+		_, err = f.WriteAtAll(make([]byte, n), int64(c.Rank()))
+		var me *mpiio.Error
+		switch {
+		case c.Rank() == 2 && !errors.Is(err, mpi.ErrArg):
+			return fmt.Errorf("rank 2's 9-byte WriteAtAll: %v, want ErrArg", err)
+		case c.Rank() != 2 && (!errors.Is(err, mpiio.ErrRemote) || !errors.As(err, &me) || me.Rank != 2):
+			return fmt.Errorf("rank %d: %v, want ErrRemote naming rank 2", c.Rank(), err)
+		}
+		if sz, err := f.Size(); err != nil || sz != 0 {
+			return fmt.Errorf("file size %d (%v) after refused writes, want 0", sz, err)
+		}
+		_, err = f.WriteAtAll(make([]byte, 8), int64(c.Rank()))
+		return err
+	})
+}
+
 // TestContextBoundsCollectives: Open's ctx bounds every collective of the
 // file, not only two-phase's messages. One rank skips a collective (an
 // erroneous program, or a rank stuck elsewhere) and cancels the context;

@@ -91,6 +91,10 @@ func (f *File) checkOff(op string, off int64, v *view, n int) error {
 	if off < 0 {
 		return f.err(op, off, fmt.Errorf("%w: negative offset %d", mpi.ErrArg, off))
 	}
+	if int64(n)%v.etype != 0 {
+		// MPI accesses whole etypes; a part of one would split a value.
+		return f.err(op, off, fmt.Errorf("%w: %d bytes is not a whole number of %d-byte etypes", mpi.ErrArg, n, v.etype))
+	}
 	if off > maxOff/v.etype {
 		return f.err(op, off, fmt.Errorf("%w: offset %d overflows", mpi.ErrArg, off))
 	}
