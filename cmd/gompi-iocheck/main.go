@@ -245,7 +245,10 @@ func run(ctx context.Context, comm *mpi.Comm, cfg config) (bool, error) {
 		}
 		if oks {
 			by := "a rank on another host"
-			if len(nhosts) == 1 {
+			switch {
+			case p == 1:
+				by = "the writer itself (one rank only)"
+			case len(nhosts) == 1:
 				by = "another rank (one host only)"
 			}
 			fmt.Printf("gompi-iocheck: ok: %d ranks on %d hosts wrote %d bytes to %s (%s); every byte verified by %s; %d aggregators\n",
