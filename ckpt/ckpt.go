@@ -882,6 +882,23 @@ func (c *Ckpt) Close() error {
 		if err := c.FlushError(); err != nil {
 			return err
 		}
+		// The last commits made older cache epochs removable, and no
+		// checkpoint follows to prune them: learn rank 0's newest commit
+		// and keep K, as a checkpoint would.
+		v := []int64{int64(c.prefixCommit)}
+		if c.comm.Rank() != 0 {
+			v[0] = 0
+		}
+		if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
+			return err
+		}
+		c.prefixCommit = int(v[0])
+		if c.leader {
+			c.pruneCache(c.cfg.Cache, false)
+			if c.partnerTo >= 0 {
+				c.pruneCache(layout.PartnerDir(c.cfg.Cache), false)
+			}
+		}
 	}
 	return nil
 }

@@ -348,6 +348,16 @@ func TestCacheLevel(t *testing.T) {
 	if bad, err := layout.Verify(cfg.Prefix, 3); err != nil || bad != nil {
 		t.Fatalf("flushed epoch: %v %v", bad, err)
 	}
+	// The cache keeps K epochs too once the last flush is committed
+	// (Close: no checkpoint follows to prune it).
+	if eps, err := layout.List(cfg.Cache); err != nil || len(eps) != 2 || eps[0].Epoch != 2 || eps[1].Epoch != 3 {
+		t.Fatalf("cache epochs after Close %+v %v, want 2 and 3", eps, err)
+	}
+	one := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 1}
+	checkpointSteps(t, 3, one, 10, 20, 30)
+	if eps, err := layout.List(one.Cache); err != nil || len(eps) != 1 || eps[0].Epoch != 3 {
+		t.Fatalf("cache epochs after Close with -ckpoint-keep 1: %+v %v, want 3 only", eps, err)
+	}
 	// Losing the whole cache: restart from the prefix.
 	os.RemoveAll(cfg.Cache)
 	eps, sts, errs := restoreAll(t, 3, cfg, -1)
