@@ -6,9 +6,8 @@ import (
 	"github.com/gompi/gompi/internal/bind"
 )
 
-// sysfsRoot is where the topology is read; tests do not change it (the
-// bind package's tests use fake trees), but it names the source.
-const sysfsRoot = "/sys/devices/system"
+// sysfsRoot is where the topology is read (a variable for tests).
+var sysfsRoot = "/sys/devices/system"
 
 // planBinding works out each local rank's CPUs for the job's -bind-to,
 // among the CPUs this proxy may use (its affinity mask: inside a Slurm step

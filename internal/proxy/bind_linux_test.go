@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"bytes"
+	"io"
+	"log/slog"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/gompi/gompi/internal/bind"
+	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/internal/launcher"
 )
 
@@ -53,5 +56,39 @@ func TestAffinityAroundRestoresForkThread(t *testing.T) {
 	}
 	if got, _ := allowedCPUs(); bind.Format(got) != full {
 		t.Fatalf("proxy's own mask changed to %v", got)
+	}
+}
+
+// A host whose topology cannot be read refuses the job naming itself, and
+// -bind-to none (or absent) leaves the fork path without a wrapper.
+func TestPlanBinding(t *testing.T) {
+	defer func(r string) { sysfsRoot = r }(sysfsRoot)
+	ranks := []control.RankSpec{{Rank: 4, LocalRank: 0}, {Rank: 5, LocalRank: 1}}
+	for _, tc := range []struct {
+		bindTo, root string
+		wantErr      string
+		wantBind     bool
+	}{
+		{"", "/sys/devices/system", "", false},
+		{"core", "/sys/devices/system", "", true},
+		{"core", t.TempDir(), "host node7: -bind-to core: reading the topology", false},
+		{"cores", "/sys/devices/system", `host node7: -bind-to "cores": unknown type`, false},
+	} {
+		sysfsRoot = tc.root
+		p := &proxy{log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			job: &control.Job{Host: "node7", BindTo: tc.bindTo, Ranks: ranks}}
+		err := p.planBinding()
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q in %s: err %v, want %q", tc.bindTo, tc.root, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tc.bindTo, err)
+		}
+		if (p.bind != nil) != tc.wantBind || (tc.wantBind && (p.bind[4] == nil || p.bind[5] == nil)) {
+			t.Errorf("%q: bind %v, want a wrapper per rank: %v", tc.bindTo, p.bind, tc.wantBind)
+		}
 	}
 }
