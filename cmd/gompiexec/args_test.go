@@ -53,6 +53,11 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{[]string{"-proxy-persist", "600", "app"}, func(o *options) bool { return o.proxyPersist == 10*time.Minute }},
 		{[]string{"--proxy-persist=0", "app"}, func(o *options) bool { return o.proxyPersist == 0 }},
+		{[]string{"app"}, func(o *options) bool { return o.bindTo == "" }},
+		{[]string{"-bind-to", "core", "app"}, func(o *options) bool { return o.bindTo == "core" }},
+		{[]string{"--bind-to", "hwthread:2", "app"}, func(o *options) bool { return o.bindTo == "hwthread:2" }},
+		{[]string{"--bind-to=socket:1", "app"}, func(o *options) bool { return o.bindTo == "socket" }},
+		{[]string{"-bind-to", "core", "-binding", "none", "app"}, func(o *options) bool { return o.bindTo == "" }},
 	}
 	for _, tc := range tests {
 		o, err := parseArgs(tc.args)
@@ -88,6 +93,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-ssh-connect-timeout", "soon", "app"}, "want seconds"},
 		{[]string{"-ssh-connect-timeout"}, "needs 1 value"},
 		{[]string{"-ckpoint-partner", "app"}, "need -ckpoint-prefix"},
+		{[]string{"-bind-to", "cores", "app"}, `unknown type "cores"`},
+		{[]string{"--bind-to", "core:0", "app"}, `count "0"`},
+		{[]string{"-bind-to"}, "needs 1 value"},
 		{[]string{"-ckpoint-prefix", "/p", "-ckpoint-partner", "app"}, "-ckpoint-partner needs -ckpoint-cache"},
 	}
 	for _, tc := range tests {

@@ -37,6 +37,7 @@ Examples:
   gompiexec -hosts a,b:2 -ppn 2 -n 8 ./app
   gompiexec -n 1 ./server : -n 3 ./client   MPMD, appnum 0 and 1
   gompiexec -genv OMP_NUM_THREADS 2 -timeout 600 -n 8 ./app
+  gompiexec -bind-to core -n 4 ./app        one core per rank (all its hwthreads)
 
 Options take one or two leading dashes; -opt=value also works.
 
@@ -75,6 +76,9 @@ Global options:
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3;
                             0: SIGKILL at once)
   -print-all-exitcodes      print every rank's exit status
+  -bind-to TYPE[:N]         bind each host's ranks round-robin to the host's hwthreads,
+                            cores, sockets or numa nodes, N of them per rank, among the
+                            CPUs the proxy may use (default none); also -binding
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
   -io-cache DIR             before starting the job, replay on every host the unflushed
@@ -213,6 +217,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		PrintAllExitCodes: o.printAll,
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
+		BindTo:            o.bindTo,
 		IOCacheDirs:       o.ioCache,
 		Stdin:             os.Stdin,
 		Stdout:            os.Stdout,

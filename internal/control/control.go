@@ -112,6 +112,11 @@ type Job struct {
 	// instead of the proxy's own.
 	EnvNone bool `json:"env_none,omitempty"`
 
+	// BindTo is gompiexec -bind-to (TYPE or TYPE:N; "" binds nothing):
+	// the proxy binds its local ranks round-robin to the host's objects
+	// of that type. Proxies that predate it ignore it and bind nothing.
+	BindTo string `json:"bind_to,omitempty"`
+
 	// PMI service for the ranks.
 	KVSName        string `json:"kvsname"`
 	ProcessMapping string `json:"process_mapping,omitempty"`

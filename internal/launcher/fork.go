@@ -127,7 +127,16 @@ var forkThread = struct {
 const ForkThreads = 4
 
 // StartLocked starts cmd from one of the process's dedicated fork threads.
-func StartLocked(cmd *exec.Cmd) error {
+func StartLocked(cmd *exec.Cmd) error { return startLocked(cmd, nil) }
+
+// StartLockedWith is StartLocked with around run on the fork thread in
+// place of cmd.Start: around calls start, and may change the thread's
+// state the child inherits (its CPU affinity) before, and restore it after.
+func StartLockedWith(cmd *exec.Cmd, around func(start func() error) error) error {
+	return startLocked(cmd, around)
+}
+
+func startLocked(cmd *exec.Cmd, around func(start func() error) error) error {
 	forkThread.mu.Lock()
 	forkThread.pending++
 	if forkThread.pending > forkThread.started && forkThread.started < ForkThreads {
@@ -141,7 +150,13 @@ func StartLocked(cmd *exec.Cmd) error {
 		forkThread.mu.Unlock()
 	}()
 	errc := make(chan error, 1)
-	forkThread.reqs <- func() { errc <- cmd.Start() }
+	forkThread.reqs <- func() {
+		if around == nil {
+			errc <- cmd.Start()
+			return
+		}
+		errc <- around(cmd.Start)
+	}
 	return <-errc
 }
 

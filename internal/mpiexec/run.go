@@ -67,6 +67,9 @@ type Config struct {
 	PMIPort bool
 	// PMITrace makes proxies print every PMI exchange to their stderr.
 	PMITrace bool
+	// BindTo is -bind-to (TYPE or TYPE:N, as package bind parses it);
+	// "" binds nothing.
+	BindTo string
 	// IOCacheDirs are node-local MPI-IO cache directories every proxy
 	// replays (journal.ReplayDir) before it starts its ranks.
 	IOCacheDirs []string
@@ -305,7 +308,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 			jb := &control.Job{
 				Version: control.Version, JobID: jobID, Host: h.Name, Size: j.layout.Size(),
 				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: t.sub.Ranks,
-				Env: rankEnv, EnvNone: cfg.EnvNone,
+				Env: rankEnv, EnvNone: cfg.EnvNone, BindTo: cfg.BindTo,
 				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
 				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace, IOCacheDirs: cfg.IOCacheDirs,
 				Index: t.sub.Index, Children: t.sub.Children, ProxyPath: cfg.ProxyPath,

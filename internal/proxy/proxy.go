@@ -85,6 +85,9 @@ type proxy struct {
 	job   *control.Job
 	ranks []*rank
 	pgid  int // process group of all local ranks
+	// bind is, per rank, the fork wrapper that sets its CPUs (-bind-to);
+	// nil without binding.
+	bind map[int]func(start func() error) error
 	// guardPipe keeps the group's guard waiting; groupKilled: SIGKILL went
 	// to the group, whose id may be reused once it is empty.
 	guardPipe    *os.File
@@ -342,6 +345,11 @@ func (p *proxy) start() error {
 			return fmt.Errorf("proxy: host %s: replaying the MPI-IO cache %s: %w", p.job.Host, dir, err)
 		}
 	}
+	if p.job.BindTo != "" {
+		if err := p.planBinding(); err != nil {
+			return err
+		}
+	}
 	p.topo = topoEnv(p.ctx, p.job.Env, p.cfg.Topo)
 	p.sweptDead = make(chan struct{})
 	go func() { p.sweepDeadShm(); close(p.sweptDead) }()
@@ -501,10 +509,15 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 		}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
-	err = launcher.StartLocked(cmd)
+	start := launcher.StartLocked
+	if p.bind != nil {
+		around := p.bind[rs.Rank]
+		start = func(c *exec.Cmd) error { return launcher.StartLockedWith(c, around) }
+	}
+	err = start(cmd)
 	if errors.Is(err, syscall.ENOEXEC) && !isBinary(cmd.Path) {
 		cmd = shellFallback(cmd)
-		err = launcher.StartLocked(cmd)
+		err = start(cmd)
 	}
 	if err != nil {
 		for _, f := range readers {
