@@ -368,7 +368,27 @@ func TestFreeEndsPendingReceives(t *testing.T) {
 					return fmt.Errorf("%s pending at Free: %v, want ErrFreed", kinds[i].name, err)
 				}
 			}
-			return nil
+			if c.Size() < 2 {
+				return nil
+			}
+			// An intercommunicator between the even and the odd ranks.
+			half := c.Rank() % 2
+			local, err := c.Split(half, c.Rank())
+			if err != nil {
+				return err
+			}
+			ic, err := local.InterCommCreate(0, c, 1-half, 5)
+			if err != nil {
+				return err
+			}
+			r := Irecv(ic, make([]int, 1), AnySource, AnyTag)
+			if err := ic.Free(); err != nil {
+				return err
+			}
+			if _, err := r.Wait(ctx); !errors.Is(err, ErrFreed) {
+				return fmt.Errorf("irecv pending at an intercommunicator's Free: %v, want ErrFreed", err)
+			}
+			return local.Free()
 		})
 	})
 }
