@@ -110,7 +110,8 @@ var freeDrainTimeout = 10 * time.Second
 // sent on c that were never received are discarded, and c's context id
 // becomes available to later Splits. It is collective over c: every
 // member calls it once, after completing its operations on c. The world
-// communicator cannot be freed.
+// communicator cannot be freed. A receive still pending on c (against
+// that rule) ends with ErrFreed rather than never.
 //
 // Before releasing the id, every member tells every other that it is done
 // with c, after its last message on c (messages between two ranks arrive
@@ -129,6 +130,7 @@ func (c *Comm) Free() error {
 	}
 	err := c.freeExchange()
 	c.freed.Store(true)
+	c.p.eng.failContexts(c.contexts(), ErrFreed)
 	if err != nil {
 		return fmt.Errorf("mpi: free: %w", err)
 	}
@@ -136,6 +138,19 @@ func (c *Comm) Free() error {
 	c.coll = collState{}
 	c.p.releaseCtx(c.ctx >> 1)
 	return nil
+}
+
+// contexts are the message contexts of c and its host sub-communicators.
+func (c *Comm) contexts() []uint32 {
+	ids := []uint32{c.ctx, c.collCtx()}
+	if ns := c.node; ns != nil {
+		for _, s := range []*Comm{ns.node, ns.leader, ns.lane} {
+			if s != nil {
+				ids = append(ids, s.ctx, s.collCtx())
+			}
+		}
+	}
+	return ids
 }
 
 // freeExchange sends a zero-byte message to every other member and

@@ -312,3 +312,83 @@ func TestFreeDrainAfterMemberDied(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeEndsPendingReceives: a receive left pending on a communicator
+// when it is freed ends with ErrFreed (it used to stay pending for ever,
+// and a blocking Recv in another goroutine with it).
+func TestFreeEndsPendingReceives(t *testing.T) {
+	kinds := []struct {
+		name  string
+		start func(d *Comm) *Request
+	}{
+		{"irecv", func(d *Comm) *Request { return Irecv(d, make([]int, 1), (d.Rank()+1)%d.Size(), 1) }},
+		{"irecv any", func(d *Comm) *Request { return Irecv(d, make([]int, 1), AnySource, AnyTag) }},
+		{"recv", func(d *Comm) *Request {
+			return Go(func() (Status, error) { return Recv(d, make([]int, 1), AnySource, 2) })
+		}},
+		{"recvvalue", func(d *Comm) *Request {
+			return Go(func() (Status, error) { return d.RecvValue(new(int), AnySource, 3) })
+		}},
+		{"persistent", func(d *Comm) *Request {
+			p, err := RecvInit(d, make([]int, 1), AnySource, 4)
+			if err != nil {
+				return doneRequest(err)
+			}
+			if err := p.Start(); err != nil {
+				return doneRequest(err)
+			}
+			return p.Request()
+		}},
+	}
+	forSizesTransports(t, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			d, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			reqs := make([]*Request, len(kinds))
+			for i, k := range kinds {
+				reqs[i] = k.start(d)
+			}
+			// Let the goroutines' receives be posted before Free.
+			for _, r := range reqs {
+				if r.isDone() {
+					return fmt.Errorf("a receive ended before Free")
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+			if err := d.Free(); err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for i, r := range reqs {
+				_, err := r.Wait(ctx)
+				if !errors.Is(err, ErrFreed) {
+					return fmt.Errorf("%s pending at Free: %v, want ErrFreed", kinds[i].name, err)
+				}
+			}
+			if c.Size() < 2 {
+				return nil
+			}
+			// An intercommunicator between the even and the odd ranks.
+			half := c.Rank() % 2
+			local, err := c.Split(half, c.Rank())
+			if err != nil {
+				return err
+			}
+			ic, err := local.InterCommCreate(0, c, 1-half, 5)
+			if err != nil {
+				return err
+			}
+			r := Irecv(ic, make([]int, 1), AnySource, AnyTag)
+			if err := ic.Free(); err != nil {
+				return err
+			}
+			if _, err := r.Wait(ctx); !errors.Is(err, ErrFreed) {
+				return fmt.Errorf("irecv pending at an intercommunicator's Free: %v, want ErrFreed", err)
+			}
+			return local.Free()
+		})
+	})
+}

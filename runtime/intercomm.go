@@ -236,6 +236,7 @@ func (c *Comm) interFree() error {
 		err = c.drain(c.collCtx())
 	}
 	c.freed.Store(true)
+	c.p.eng.failContexts(c.contexts(), ErrFreed)
 	if err != nil {
 		c.inter.local.freed.Store(true)
 		return fmt.Errorf("mpi: free: %w", err)

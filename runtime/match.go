@@ -1,6 +1,7 @@
 package mpi
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -271,6 +272,34 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 	kept := all[:0]
 	for _, r := range all {
 		if r.srcWorld == w || (r.srcWorld < 0 && !orderly && r.comm != nil && r.comm.hasWorld(w)) {
+			dead = append(dead, r)
+		} else {
+			kept = append(kept, r)
+		}
+	}
+	clear(all[len(kept):])
+	e.posted.buf = e.posted.buf[:e.posted.head+len(kept)]
+	if len(kept) == 0 {
+		e.posted.buf, e.posted.head = e.posted.buf[:0], 0
+	}
+	e.trackLocked()
+	e.notifyLocked()
+	e.mu.Unlock()
+	for _, r := range dead {
+		r.req.complete(Status{}, err)
+	}
+}
+
+// failContexts ends with err every posted receive on one of ctxs (Free:
+// a receive left pending on a freed communicator would never complete,
+// or match a message of a later communicator given the same id).
+func (e *engine) failContexts(ctxs []uint32, err error) {
+	e.mu.Lock()
+	var dead []*recvOp
+	all := e.posted.items()
+	kept := all[:0]
+	for _, r := range all {
+		if slices.Contains(ctxs, r.ctx) {
 			dead = append(dead, r)
 		} else {
 			kept = append(kept, r)

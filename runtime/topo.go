@@ -344,7 +344,8 @@ func (t *Cart) RankOf(coords []int) (int, error) {
 }
 
 // Shift returns the ranks disp steps down (src) and up (dst) dimension
-// dim from this rank (MPI_Cart_shift); off a non-periodic edge, Undefined.
+// dim from this rank (MPI_Cart_shift); off a non-periodic edge, ProcNull
+// (sends and receives to it complete at once, as MPI_PROC_NULL's do).
 func (t *Cart) Shift(dim, disp int) (src, dst int, err error) {
 	if dim < 0 || dim >= len(t.dims) {
 		return 0, 0, fmt.Errorf("%w: dimension %d of %d", ErrArg, dim, len(t.dims))
@@ -355,7 +356,7 @@ func (t *Cart) Shift(dim, disp int) (src, dst int, err error) {
 		co[dim] += d
 		r, err := t.RankOf(co)
 		if err != nil {
-			return Undefined
+			return ProcNull // a stencil's send/receive there completes at once
 		}
 		return r
 	}

@@ -90,19 +90,19 @@ func TestCartAndCreate(t *testing.T) {
 				// Send my rank up, receive from below.
 				out, in := []int64{int64(cart.Rank())}, []int64{-1}
 				var reqs []*Request
-				if dst != Undefined {
+				if dst != ProcNull {
 					reqs = append(reqs, Isend(cart.Comm, out, dst, 9))
 				}
-				if src != Undefined {
+				if src != ProcNull {
 					reqs = append(reqs, Irecv(cart.Comm, in, src, 9))
 				}
 				if _, err := WaitAll(bg, reqs...); err != nil {
 					return err
 				}
-				if src != Undefined && in[0] != int64(src) {
+				if src != ProcNull && in[0] != int64(src) {
 					return fmt.Errorf("dim %d: got %d from %d", dim, in[0], src)
 				}
-				if dim == 1 && (me[1] == 0) != (src == Undefined) {
+				if dim == 1 && (me[1] == 0) != (src == ProcNull) {
 					return fmt.Errorf("non-periodic edge: coords %v src %d", me, src)
 				}
 			}
@@ -200,4 +200,45 @@ func TestSharedHosts(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestCartShiftEdgeIsProcNull: off a non-periodic edge Shift returns
+// ProcNull, so a stencil's Sendrecv on Shift's ranks runs unchanged at the
+// edges (MPI_Cart_shift's MPI_PROC_NULL); it used to return Undefined,
+// which every send and receive refuses as an invalid rank.
+func TestCartShiftEdgeIsProcNull(t *testing.T) {
+	for _, disp := range []int{1, -1, 2} {
+		t.Run(fmt.Sprint(disp), func(t *testing.T) {
+			forSizes(t, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					n := c.Size()
+					cart, err := c.CartCreate([]int{n}, []bool{false})
+					if err != nil {
+						return err
+					}
+					me := cart.Rank()
+					src, dst, err := cart.Shift(0, disp)
+					if err != nil {
+						return err
+					}
+					in := []int{-1}
+					st, err := Sendrecv(cart.Comm, []int{me}, dst, 4, in, src, 4)
+					if err != nil {
+						return fmt.Errorf("shift %d: Sendrecv to %d from %d: %v", disp, dst, src, err)
+					}
+					if from := me - disp; from < 0 || from >= n {
+						if src != ProcNull || st.Source != ProcNull || in[0] != -1 {
+							return fmt.Errorf("shift %d at the edge: src %d, status %+v, got %d", disp, src, st, in[0])
+						}
+					} else if src != from || in[0] != from {
+						return fmt.Errorf("shift %d: src %d, got %d, want %d", disp, src, in[0], from)
+					}
+					if to := me + disp; (to < 0 || to >= n) != (dst == ProcNull) {
+						return fmt.Errorf("shift %d: dst %d for rank %d of %d", disp, dst, me, n)
+					}
+					return nil
+				})
+			})
+		})
+	}
 }

@@ -101,11 +101,17 @@ func (c *Comm) SendValue(v any, dest, tag int) error {
 }
 
 // RecvValue receives a value sent with SendValue into ptr (a non-nil
-// pointer). With the gob codec, a value sent as a registered type may be
+// pointer; anything else is ErrArg at once, and the message stays). With
+// the gob codec, a value sent as a registered type may be
 // received into an interface it implements or into its own type.
 func (c *Comm) RecvValue(ptr any, src, tag int) (Status, error) {
 	if err := checkTag(tag, true); err != nil {
 		return Status{}, err
+	}
+	// Refused before matching: a receive that cannot store the value
+	// must not wait for the message and then consume it.
+	if rv := reflect.ValueOf(ptr); rv.Kind() != reflect.Pointer || rv.IsNil() {
+		return Status{}, fmt.Errorf("%w: RecvValue from rank %d, tag %d, into %T: need a non-nil pointer", ErrArg, src, tag, ptr)
 	}
 	r := c.irecv(c.ctx, nil, 1, src, tag, true)
 	st, err := r.Wait(context.Background())

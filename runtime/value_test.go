@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -290,4 +291,36 @@ func FuzzValueDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestRecvValueBadPointer: RecvValue into something that is not a non-nil
+// pointer is ErrArg at once, naming the argument, and leaves the message
+// for the next receive (it used to wait for a message, consume it, and
+// only then fail to decode).
+func TestRecvValueBadPointer(t *testing.T) {
+	var nilp *int
+	for _, tc := range []struct {
+		name string
+		ptr  any
+	}{{"nil", nil}, {"non-pointer", 3}, {"nil pointer", nilp}} {
+		t.Run(tc.name, func(t *testing.T) {
+			transports(t, 2, nil, func(t *testing.T, comms []*Comm) {
+				// Before the message is sent: must not wait for it.
+				_, err := comms[0].RecvValue(tc.ptr, 1, 7)
+				if !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), "tag 7") {
+					t.Fatalf("RecvValue(%#v) before the send: %v, want ErrArg naming tag 7", tc.ptr, err)
+				}
+				if err := comms[1].SendValue(42, 0, 7); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := comms[0].RecvValue(tc.ptr, 1, 7); !errors.Is(err, ErrArg) {
+					t.Fatalf("RecvValue(%#v): %v, want ErrArg", tc.ptr, err)
+				}
+				var v int
+				if _, err := comms[0].RecvValue(&v, 1, 7); err != nil || v != 42 {
+					t.Fatalf("the message after a refused RecvValue: %d, %v", v, err)
+				}
+			})
+		})
+	}
 }
