@@ -267,27 +267,9 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 		e.failed[w] = failure{err: err, orderly: orderly}
 		e.anyFailed = true
 	}
-	var dead []*recvOp
-	all := e.posted.items()
-	kept := all[:0]
-	for _, r := range all {
-		if r.srcWorld == w || (r.srcWorld < 0 && !orderly && r.comm != nil && r.comm.hasWorld(w)) {
-			dead = append(dead, r)
-		} else {
-			kept = append(kept, r)
-		}
-	}
-	clear(all[len(kept):])
-	e.posted.buf = e.posted.buf[:e.posted.head+len(kept)]
-	if len(kept) == 0 {
-		e.posted.buf, e.posted.head = e.posted.buf[:0], 0
-	}
-	e.trackLocked()
-	e.notifyLocked()
-	e.mu.Unlock()
-	for _, r := range dead {
-		r.req.complete(Status{}, err)
-	}
+	e.failPostedLocked(err, func(r *recvOp) bool {
+		return r.srcWorld == w || (r.srcWorld < 0 && !orderly && r.comm != nil && r.comm.hasWorld(w))
+	})
 }
 
 // failContexts ends with err every posted receive on one of ctxs (Free:
@@ -295,12 +277,19 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 // or match a message of a later communicator given the same id).
 func (e *engine) failContexts(ctxs []uint32, err error) {
 	e.mu.Lock()
-	var dead []*recvOp
+	e.failPostedLocked(err, func(r *recvOp) bool { return slices.Contains(ctxs, r.ctx) })
+}
+
+// failPostedLocked removes the posted receives dead says can no longer
+// complete, unlocks e and ends them with err (outside the lock: completion
+// wakes their waiters).
+func (e *engine) failPostedLocked(err error, dead func(*recvOp) bool) {
+	var gone []*recvOp
 	all := e.posted.items()
 	kept := all[:0]
 	for _, r := range all {
-		if slices.Contains(ctxs, r.ctx) {
-			dead = append(dead, r)
+		if dead(r) {
+			gone = append(gone, r)
 		} else {
 			kept = append(kept, r)
 		}
@@ -313,7 +302,7 @@ func (e *engine) failContexts(ctxs []uint32, err error) {
 	e.trackLocked()
 	e.notifyLocked()
 	e.mu.Unlock()
-	for _, r := range dead {
+	for _, r := range gone {
 		r.req.complete(Status{}, err)
 	}
 }
