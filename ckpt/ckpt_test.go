@@ -130,6 +130,19 @@ func restoreAll(t *testing.T, n int, cfg Config, failRank int) ([]int, []*state,
 	return restoreAllFor(t, n, func(int) Config { return cfg }, failRank)
 }
 
+// restoreExpect restores n ranks under cfg and checks that rank 0 restored
+// epoch and every rank's state is the one of step; msg (with the epochs
+// restored) says which restart failed.
+func restoreExpect(t *testing.T, n int, cfg Config, epoch, step int, msg string) {
+	t.Helper()
+	eps, sts, errs := restoreAll(t, n, cfg, -1)
+	noErrs(t, errs)
+	if eps[0] != epoch {
+		t.Fatalf(msg, eps)
+	}
+	checkState(t, sts, step)
+}
+
 // restoreAllFor is restoreAll with a configuration per rank.
 func restoreAllFor(t *testing.T, n int, cfgOf func(rank int) Config, failRank int) ([]int, []*state, []error) {
 	t.Helper()
@@ -360,12 +373,7 @@ func TestCacheLevel(t *testing.T) {
 	}
 	// Losing the whole cache: restart from the prefix.
 	os.RemoveAll(cfg.Cache)
-	eps, sts, errs := restoreAll(t, 3, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 3 {
-		t.Fatalf("restored %v, want 3", eps)
-	}
-	checkState(t, sts, 30)
+	restoreExpect(t, 3, cfg, 3, 30, "restored %v, want 3")
 }
 
 func TestCacheOnlyEpoch(t *testing.T) {
@@ -376,12 +384,7 @@ func TestCacheOnlyEpoch(t *testing.T) {
 	if err := layout.Remove(cfg.Prefix, 2); err != nil {
 		t.Fatal(err)
 	}
-	eps, sts, errs := restoreAll(t, 2, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 2 {
-		t.Fatalf("restored %v, want 2 from the cache", eps)
-	}
-	checkState(t, sts, 20)
+	restoreExpect(t, 2, cfg, 2, 20, "restored %v, want 2 from the cache")
 	// The restart completed the flush: epoch 2 is back in the prefix.
 	if bad, err := layout.Verify(cfg.Prefix, 2); err != nil || bad != nil {
 		t.Fatalf("prefix epoch 2 after the restart: %v %v", bad, err)
@@ -390,12 +393,7 @@ func TestCacheOnlyEpoch(t *testing.T) {
 	// from wherever.
 	layout.Remove(cfg.Cache, 2)
 	layout.Remove(cfg.Prefix, 2)
-	eps, sts, errs = restoreAll(t, 2, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 1 {
-		t.Fatalf("restored %v, want 1", eps)
-	}
-	checkState(t, sts, 10)
+	restoreExpect(t, 2, cfg, 1, 10, "restored %v, want 1")
 }
 
 func TestConfigFromEnv(t *testing.T) {
@@ -486,20 +484,10 @@ func TestCacheRecycles(t *testing.T) {
 	if eps, _ := layout.List(cfg.Cache); len(eps) != 1 || eps[0].Epoch != 3 {
 		t.Fatalf("cache epochs %+v, want 3 only", eps)
 	}
-	eps, sts, errs := restoreAll(t, 2, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 3 {
-		t.Fatalf("restored %v, want 3", eps)
-	}
-	checkState(t, sts, 30)
+	restoreExpect(t, 2, cfg, 3, 30, "restored %v, want 3")
 	// From the prefix alone too.
 	os.RemoveAll(cfg.Cache)
-	eps, sts, errs = restoreAll(t, 2, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 3 {
-		t.Fatalf("restored %v from the prefix, want 3", eps)
-	}
-	checkState(t, sts, 30)
+	restoreExpect(t, 2, cfg, 3, 30, "restored %v from the prefix, want 3")
 }
 
 // TestCacheChecksumDeferred: with a cache (no partner), Checkpoint commits
@@ -550,12 +538,7 @@ func TestCacheChecksumDeferred(t *testing.T) {
 	b, _ := os.ReadFile(p)
 	b[3] ^= 0x40
 	os.WriteFile(p, b, 0o644)
-	eps, sts, errs := restoreAll(t, 2, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 1 {
-		t.Fatalf("restored %v, want 1", eps)
-	}
-	checkState(t, sts, 10)
+	restoreExpect(t, 2, cfg, 1, 10, "restored %v, want 1")
 }
 
 // TestCachePrimedBeforeFirstCheckpoint: the first NeedCheckpoint that
@@ -589,12 +572,7 @@ func TestCachePrimedBeforeFirstCheckpoint(t *testing.T) {
 		}
 		return c.Close()
 	}))
-	eps, sts, errs := restoreAll(t, 2, cfg, -1)
-	noErrs(t, errs)
-	if eps[0] != 1 {
-		t.Fatalf("restored %v, want 1", eps)
-	}
-	checkState(t, sts, 10)
+	restoreExpect(t, 2, cfg, 1, 10, "restored %v, want 1")
 }
 
 // TestKeepSkipsUnreadableEpochs: an epoch a restart could not read back
@@ -653,12 +631,7 @@ func TestKeepSkipsUnreadableEpochs(t *testing.T) {
 			}
 			one := cfg
 			one.Epoch = 1
-			eps, sts, errs := restoreAll(t, 3, one, -1)
-			noErrs(t, errs)
-			if eps[0] != 1 {
-				t.Fatalf("restored %v, want epoch 1", eps)
-			}
-			checkState(t, sts, 10)
+			restoreExpect(t, 3, one, 1, 10, "restored %v, want epoch 1")
 			run(40)
 			got, err := layout.List(where)
 			if err != nil || len(got) != 2 || got[0].Epoch != 3 || got[1].Epoch != 4 {
@@ -697,12 +670,7 @@ func TestCacheOfAnotherPrefix(t *testing.T) {
 			t.Fatalf("rank 0: %v does not name the cache %s", err, cache)
 		}
 	}
-	eps, sts, errs := restoreAll(t, 2, a, -1)
-	noErrs(t, errs)
-	if eps[0] != 1 {
-		t.Fatalf("the owner restored %v, want epoch 1", eps)
-	}
-	checkState(t, sts, 10)
+	restoreExpect(t, 2, a, 1, 10, "the owner restored %v, want epoch 1")
 }
 
 // TestRestoreRequestedEpochFails: with Config.Epoch (-ckpoint-num), an
