@@ -18,8 +18,10 @@ var ErrForeignCache = errors.New("checkpoint cache belongs to another prefix")
 // ClaimCache records in cache that it holds prefix's checkpoints, or
 // checks that it does. A cache is found by restarts as a source of epochs
 // (those not yet flushed), so a job whose prefix differs must not use a
-// cache another job left: it would restart from that job's state. A cache
-// without the record (new, or from before it existed) is claimed.
+// cache another job left: it would restart from that job's state. An empty
+// cache without the record is claimed; one without the record that already
+// holds epochs (left by a build from before the record, or with the record
+// removed) is refused, since nothing tells whose they are.
 func ClaimCache(cache, prefix string) error {
 	abs, err := filepath.Abs(prefix)
 	if err != nil {
@@ -35,6 +37,16 @@ func ClaimCache(cache, prefix string) error {
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return err
+	}
+	for _, dir := range []string{cache, PartnerDir(cache)} {
+		eps, err := List(dir)
+		if err != nil {
+			return err
+		}
+		if len(eps) > 0 {
+			return fmt.Errorf("%w: %s holds epochs (%s) but no %s record of whose they are (if they are %s's, write that path into %s; else use another cache directory)",
+				ErrForeignCache, cache, eps[0].Dir, OwnerFile, abs, p)
+		}
 	}
 	// Ranks of one node may claim at once: each renames its own
 	// temporary file, all with the same content.
