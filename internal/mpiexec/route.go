@@ -2,6 +2,7 @@ package mpiexec
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"sync"
 	"time"
@@ -38,7 +39,12 @@ type router struct {
 	newTo func(w *os.File) *output // an output like term's, for a file
 	fail  func(err error)
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// open are the files by name: Config.files, shared by the attempts
+	// of a restarted job so that a relaunch writes on after the first
+	// attempt's output instead of over it; own when the router made it.
+	open  map[string]*os.File
+	own   bool
 	files map[string]*fileOut
 	dest  map[streamKey]*output // resolved file of a rank's stream; nil after a failed open
 	known map[streamKey]bool
@@ -80,11 +86,15 @@ func (r *router) destFor(rank int, fd byte, pat *Pattern) *output {
 	path := string(pat.Expand(nil, r.vars(rank)))
 	fo := r.files[path]
 	if fo == nil {
-		// No O_TRUNC, as Hydra: a shorter output leaves the old tail.
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
-		if err != nil {
-			r.fail(fmt.Errorf("cannot open output file for rank %d: %w", rank, err))
-			return nil
+		f := r.open[path]
+		if f == nil {
+			// No O_TRUNC, as Hydra: a shorter output leaves the old tail.
+			var err error
+			if f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600); err != nil {
+				r.fail(fmt.Errorf("cannot open output file for rank %d: %w", rank, err))
+				return nil
+			}
+			r.open[path] = f
 		}
 		fo = &fileOut{f: f, out: r.newTo(f)}
 		fo.out.onErr = func(_ byte, err error) {
@@ -109,15 +119,26 @@ func (r *router) flush(rank int) {
 	}
 }
 
-// flushAll writes everything left and closes the files.
+// flushAll writes everything left (and closes the files it opened for
+// itself alone).
 func (r *router) flushAll() {
 	r.term.flushAll()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for path, fo := range r.files {
+	for _, fo := range r.files {
 		fo.out.flushAll()
-		if err := fo.f.Close(); err != nil {
-			r.fail(fmt.Errorf("cannot write output file %s (%w)", path, err))
+	}
+	if r.own {
+		closeFiles(r.open, io.Discard)
+	}
+}
+
+// closeFiles closes a job's output files, naming any that fails (a file
+// system that reports errors only at close, as NFS may).
+func closeFiles(files map[string]*os.File, errw io.Writer) {
+	for path, f := range files {
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(errw, "gompiexec: cannot write output file %s (%v)\n", path, err)
 		}
 	}
 }
@@ -128,7 +149,7 @@ func (j *job) newRouter(start time.Time) *router {
 	if !c.routed() {
 		return nil
 	}
-	return &router{
+	r := &router{
 		term: j.out, cfg: c, vars: j.patternVars(start),
 		newTo: func(f *os.File) *output {
 			o := newOutput(f, f, j.out.prepend)
@@ -141,8 +162,13 @@ func (j *job) newRouter(start time.Time) *router {
 			default:
 			}
 		},
+		open: j.cfg.files, own: j.cfg.files == nil,
 		files: map[string]*fileOut{}, dest: map[streamKey]*output{}, known: map[streamKey]bool{},
 	}
+	if r.own {
+		r.open = map[string]*os.File{}
+	}
+	return r
 }
 
 // patternVars gives each rank's %r %g %p %h %t.

@@ -105,6 +105,7 @@ type Config struct {
 	// report -1, and MPICH then leaves MPI_UNIVERSE_SIZE unset, as under
 	// Hydra's default -usize INFINITE.
 	Universe int
+	files    map[string]*os.File // output files of all attempts (route.go), set by Run
 
 	Stdin          io.Reader // nil: ranks read /dev/null
 	Stdout, Stderr io.Writer

@@ -73,6 +73,14 @@ func TestOutputFiles(t *testing.T) {
 			t.Errorf("line broken or mixed: %q in\n%s", line, b)
 		}
 	}
+	// A relaunch (-max-restarts) writes on after the failed attempt's
+	// output, not over it from the file's start.
+	once := filepath.Join(dir, "once")
+	r = runJob(t, "", "-max-restarts", "1", "-outfile-pattern", filepath.Join(dir, "restart.%r"), "-n", "1", "sh", "-c",
+		`if [ -e `+once+` ]; then echo second run; else touch `+once+`; echo first run; exit 3; fi`)
+	if b, err := os.ReadFile(filepath.Join(dir, "restart.0")); r.Code != 0 || string(b) != "first run\nsecond run\n" {
+		t.Errorf("restarted job: exit %d, file %q %v, stderr %q", r.Code, b, err, r.Stderr)
+	}
 	// A file that cannot be opened ends the job naming it.
 	r = runJob(t, "", "-outfile-pattern", "/nonexistent-gompi/out.%r", "-n", "1", "sh", "-c", "echo x; sleep 30")
 	if r.Code != 255 || !strings.Contains(r.Stderr, "/nonexistent-gompi/out.0") {
