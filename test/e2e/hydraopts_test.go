@@ -36,6 +36,13 @@ func TestPerSegmentEnvironment(t *testing.T) {
 			t.Errorf("missing %q in\n%s", want, r.Stdout)
 		}
 	}
+	// HYDRA_ENV and HYDRA_DEBUG stand in for -genvnone and -verbose.
+	t.Setenv("HYDRA_ENV", "none")
+	t.Setenv("HYDRA_DEBUG", "1")
+	r = runJob(t, "", seg()...)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "app0 foo= bar= g=\n") || !strings.Contains(r.Stderr, "level=DEBUG") {
+		t.Errorf("HYDRA_ENV=none HYDRA_DEBUG=1: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
+	}
 	r = runJob(t, "", "-n", "1", "-envall", "-envnone", "true")
 	if r.Code != 255 || !strings.Contains(r.Stderr, "duplicate environment setting") {
 		t.Errorf("-envall -envnone: exit %d, %q", r.Code, r.Stderr)
