@@ -56,6 +56,9 @@ func setSegEnv(s *segment, name, mode string, list []string) error {
 }
 
 func patternArg(name, v string) (*mpiexec.Pattern, error) {
+	if v == "" && name != "prepend-pattern" {
+		return nil, usagef("-%s: empty file name", name)
+	}
 	p, err := mpiexec.ParsePattern(v)
 	if err != nil {
 		return nil, usagef("-%s: %v", name, err)

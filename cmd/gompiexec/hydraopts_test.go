@@ -25,6 +25,7 @@ func TestParseHydraOptions(t *testing.T) {
 		}},
 		{[]string{"-outfile", "x", "app"}, func(o *options) bool { return o.outFile.String() == "x" && o.errFile == nil }},
 		{[]string{"-prepend-pattern", "%h: ", "app"}, func(o *options) bool { return o.prependPat.String() == "%h: " && !o.prepend }},
+		{[]string{"-prepend-pattern=", "app"}, func(o *options) bool { return o.prependPat != nil && o.prependPat.String() == "" }},
 		{[]string{"-output-from", "3", "app"}, func(o *options) bool { return o.outputFrom == 3 }},
 		{[]string{"app"}, func(o *options) bool {
 			return o.outputFrom == -1 && o.usize == mpiexec.UniverseInfinite && o.outFile == nil && o.prependPat == nil
@@ -64,6 +65,7 @@ func TestParseHydraOptionErrors(t *testing.T) {
 		{[]string{"-outfile", "a", "-outfile-pattern", "b", "app"}, "duplicate setting"},
 		{[]string{"-outfile-pattern", "o.%q", "app"}, "unknown specifier %q"},
 		{[]string{"-errfile-pattern", "o.%", "app"}, "dangling %"},
+		{[]string{"-outfile=", "app"}, "empty file name"},
 		{[]string{"-prepend-pattern", "%z", "app"}, "-prepend-pattern"},
 		{[]string{"-output-from", "x", "app"}, "want an integer >= 0"},
 		{[]string{"-output-from", "-1", "app"}, "want an integer >= 0"},
