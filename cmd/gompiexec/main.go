@@ -125,10 +125,11 @@ Exit status: 0 when every rank exits 0; else the first failing rank's exit code,
 128+signal when it was killed by a signal; 124 on timeout; 127 when a rank broke the
 PMI protocol; 255 on launcher errors.
 
-More of Hydra's variables: HYDRA_LAUNCHER/HYDRA_BOOTSTRAP (as -launcher), HYDRA_LAUNCHER_EXEC/
-HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as -verbose), HYDRA_ENV (all:
-as -genvall, else -genvnone) apply when the option is not given; HYDRA_CONFIG_FILE
-names a file of default global options (config-file syntax) the command line overrides.
+More of Hydra's variables: HYDRA_LAUNCHER or HYDRA_BOOTSTRAP (as -launcher),
+HYDRA_LAUNCHER_EXEC or HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as
+-verbose), HYDRA_ENV (all: as -genvall, else -genvnone) apply when the option is not
+given; HYDRA_CONFIG_FILE names a file of default global options (config-file syntax)
+that the command line overrides.
 
 Shell completion: gompiexec completion bash|zsh|fish (only as the first argument: a
 program called completion or help runs as any other, e.g. gompiexec -n 2 completion)
