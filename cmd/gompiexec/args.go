@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -43,14 +44,16 @@ type options struct {
 	proxyPersist          time.Duration // -proxy-persist; -1 when not given
 	help, version         bool
 	segments              []segment
+	hydraOpts             // session 27's Hydra options (hydraopts.go)
 }
 
 type segment struct {
-	n    int // 0: not given
-	nSet bool
-	env  []string
-	wdir string
-	argv []string
+	n      int // 0: not given
+	nSet   bool
+	env    []string
+	wdir   string
+	argv   []string
+	segEnv // -envall, -envnone, -envlist (hydraopts.go)
 }
 
 // UsageError is a command-line mistake; main prints it with a hint.
@@ -144,11 +147,18 @@ func init() {
 		o.genv = append(o.genv, kv)
 		return err
 	}}, "genv")
-	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.envMode = "all"; return nil }}, "genvall")
-	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.envMode = "none"; return nil }}, "genvnone")
+	// Hydra refuses a second environment mode, as -l twice (hydraopts.go).
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
+		o.envMode, o.envModeSet = "all", true
+		return o.once("-genvall, -genvnone or -genvlist", "genvall")
+	}}, "genvall")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
+		o.envMode, o.envModeSet = "none", true
+		return o.once("-genvall, -genvnone or -genvlist", "genvnone")
+	}}, "genvnone")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
-		o.envMode, o.envList = "list", strings.Split(v[0], ",")
-		return nil
+		o.envMode, o.envList, o.envModeSet = "list", strings.Split(v[0], ","), true
+		return o.once("-genvall, -genvnone or -genvlist", "genvlist")
 	}}, "genvlist")
 	alias(optSpec{2, true, func(o *options, s *segment, v []string) error {
 		kv, err := envPair("env", v)
@@ -156,7 +166,10 @@ func init() {
 		return err
 	}}, "env")
 	alias(optSpec{1, true, func(o *options, s *segment, v []string) error { s.wdir = v[0]; return nil }}, "wdir", "dir")
-	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.prepend = true; return nil }}, "l", "prepend-rank")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
+		o.prepend, o.prependPat = true, nil
+		return o.once("-l or -prepend-pattern", "l")
+	}}, "l", "prepend-rank")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
 		switch v[0] {
 		case "fork", "ssh", "rsh", "slurm":
@@ -240,63 +253,29 @@ func init() {
 
 // parseArgs reads Hydra-style arguments: options before each program, one
 // or two leading dashes, `-opt=value` accepted, MPMD segments split by ":".
+// HYDRA_CONFIG_FILE's global options come first, so the command line's
+// win; -configfile's lines are segments after the command line's options.
 func parseArgs(args []string) (*options, error) {
 	o := &options{envMode: "all", proxyPersist: -1}
-	seg := &segment{}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == ":" {
-			if len(seg.argv) == 0 {
-				return nil, usagef("':' must follow a program (segment %d has none)", len(o.segments)+1)
-			}
-			o.segments = append(o.segments, *seg)
-			seg = &segment{}
-			continue
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" || len(seg.argv) > 0 {
-			// The program and its arguments run up to the next ":".
-			j := i
-			for j < len(args) && args[j] != ":" {
-				j++
-			}
-			seg.argv = append(seg.argv, args[i:j]...)
-			i = j - 1
-			continue
-		}
-		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
-		var inline []string
-		if k, v, ok := strings.Cut(name, "="); ok {
-			name, inline = k, []string{v}
-		}
-		spec, ok := specs[strings.ToLower(name)]
-		if !ok {
-			return nil, usagef("unknown option %s", a)
-		}
-		vals := inline
-		need := spec.arity
-		if need == 2 && len(inline) == 1 {
-			need = 1 // -genv K=V
-		}
-		if need == 2 && i+1 < len(args) && strings.Contains(args[i+1], "=") && !strings.HasPrefix(args[i+1], "-") {
-			need = 1
-		}
-		if len(inline) == 0 {
-			if i+need > len(args)-1 {
-				return nil, usagef("option %s needs %d value(s)", a, need)
-			}
-			vals = args[i+1 : i+1+need]
-			i += need
-		} else if spec.arity == 0 {
-			return nil, usagef("option -%s takes no value", name)
-		}
-		if err := spec.apply(o, seg, vals); err != nil {
+	o.hydraOpts = newHydraOpts()
+	p := &parser{o: o, seg: &segment{}}
+	if err := p.defaults(os.Getenv("HYDRA_CONFIG_FILE")); err != nil {
+		return nil, err
+	}
+	if err := p.parse(args); err != nil {
+		return nil, err
+	}
+	if o.configFile != "" {
+		if err := p.configFile(); err != nil {
 			return nil, err
 		}
-	}
-	if len(seg.argv) > 0 {
+	} else if seg := p.seg; len(seg.argv) > 0 {
 		o.segments = append(o.segments, *seg)
-	} else if len(o.segments) > 0 || seg.nSet || len(seg.env) > 0 {
+	} else if len(o.segments) > 0 || seg.nSet || len(seg.env) > 0 || seg.envMode != "" {
 		return nil, usagef("no program given after the last options")
+	}
+	if err := hydraEnv(o, os.Getenv); err != nil {
+		return nil, err
 	}
 	if o.help || o.version {
 		return o, nil

@@ -45,6 +45,22 @@ Local options (per program segment):
   -n, -np N                 number of processes (default: all slots)
   -env NAME VALUE           set a variable for this segment's ranks
   -wdir DIR                 working directory
+  -envall, -envnone, -envlist A,B
+                            this segment's ranks inherit all, none or only these of
+                            gompiexec's variables, whatever -genvall/-genvnone/-genvlist say
+
+Output, config file and universe (Hydra's):
+  -outfile-pattern, -outfile P   write each rank's stdout to the file P names on this
+                            host, opened at its first output, created 0600, not
+                            truncated (as Hydra); ranks whose names agree share one
+  -errfile-pattern, -errfile P   the same for stderr
+  -prepend-pattern P        prefix every output line with P (-l is "[%r] ")
+                            Patterns: %r rank, %g process group (0), %p proxy (host index),
+                            %h host, %t seconds since the start, %% a percent sign
+  -output-from R            show (or write) only rank R's output
+  -configfile F             MPMD segments from F, one command line per line: options and
+                            program split at blanks (no quoting), # starts a comment
+  -usize SYSTEM|INFINITE|N  what MPI_UNIVERSE_SIZE says: all slots, unset (default), N
 
 Global options:
   -f, -hostfile, -machinefile FILE   host file (MPICH "host:N" or Open MPI "host slots=N")
@@ -109,7 +125,14 @@ Exit status: 0 when every rank exits 0; else the first failing rank's exit code,
 128+signal when it was killed by a signal; 124 on timeout; 127 when a rank broke the
 PMI protocol; 255 on launcher errors.
 
-Shell completion: gompiexec completion bash|zsh|fish
+More of Hydra's variables: HYDRA_LAUNCHER or HYDRA_BOOTSTRAP (as -launcher),
+HYDRA_LAUNCHER_EXEC or HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as
+-verbose), HYDRA_ENV (all: as -genvall, else -genvnone) apply when the option is not
+given; HYDRA_CONFIG_FILE names a file of default global options (config-file syntax)
+that the command line overrides.
+
+Shell completion: gompiexec completion bash|zsh|fish (only as the first argument: a
+program called completion or help runs as any other, e.g. gompiexec -n 2 completion)
 Checkpoints: gompiexec ckpt list|verify|rm [-keep K] PREFIX [EPOCH...]
 `
 
@@ -131,15 +154,7 @@ func newRoot(code *int) *cobra.Command {
 		SilenceErrors:      true,
 		Args:               cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 0 && args[0] == "completion" {
-				return completion(cmd, args[1:])
-			}
-			if len(args) > 0 && args[0] == "ckpt" {
-				c, err := ckptCommand(os.Stdout, args[1:])
-				*code = c
-				return err
-			}
-			c, err := runJob(args)
+			c, err := dispatch(args)
 			*code = c
 			return err
 		},
@@ -148,28 +163,35 @@ func newRoot(code *int) *cobra.Command {
 	return root
 }
 
-func completion(cmd *cobra.Command, args []string) error {
-	shell := "bash"
-	if len(args) > 0 {
-		shell = args[0]
+// cobraCommand reports whether args name one of cobra's commands:
+// "completion" (and the hidden "__complete" its scripts call back) only as
+// the first argument. Anywhere else, as in "gompiexec -n 2 completion",
+// it is a program to run, as under Hydra; cobra would find it after any
+// options, so job command lines never go through cobra.
+func cobraCommand(args []string) bool {
+	return len(args) > 0 && (args[0] == "completion" ||
+		args[0] == cobra.ShellCompRequestCmd || args[0] == cobra.ShellCompNoDescRequestCmd)
+}
+
+// dispatch runs "gompiexec ckpt ..." or a job.
+func dispatch(args []string) (int, error) {
+	if len(args) > 0 && args[0] == "ckpt" {
+		return ckptCommand(os.Stdout, args[1:])
 	}
-	root := cmd.Root()
-	switch shell {
-	case "bash":
-		return root.GenBashCompletionV2(os.Stdout, true)
-	case "zsh":
-		return root.GenZshCompletion(os.Stdout)
-	case "fish":
-		return root.GenFishCompletion(os.Stdout, true)
-	}
-	return usagef("completion: unknown shell %q (bash, zsh, fish)", shell)
+	return runJob(args)
 }
 
 func run(args []string) int {
 	code := 0
-	root := newRoot(&code)
-	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
+	var err error
+	if cobraCommand(args) {
+		root := newRoot(&code)
+		root.SetArgs(args)
+		err = root.Execute()
+	} else {
+		code, err = dispatch(args)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "gompiexec: %v\n", err)
 		var ue *UsageError
 		if errors.As(err, &ue) {
@@ -189,7 +211,7 @@ func runJob(args []string) (int, error) {
 		return 0, err
 	}
 	if o.help {
-		fmt.Print(helpText)
+		os.Stdout.WriteString(helpText)
 		return 0, nil
 	}
 	if o.version {
@@ -295,6 +317,9 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		}
 	}
 	cfg.Env = append(cfg.Env, o.genv...)
+	if err := hydraConfig(o, cfg); err != nil {
+		return nil, err
+	}
 
 	cfg.Timeout = o.timeout
 	if cfg.Timeout == 0 {

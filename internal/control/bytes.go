@@ -81,15 +81,16 @@ type plainApp App
 
 type wireApp struct {
 	*plainApp
-	Argv []wstr `json:"argv"`
-	Path wstr   `json:"path,omitempty"`
-	Env  []wstr `json:"env"`
-	Wdir wstr   `json:"wdir"`
+	Argv    []wstr `json:"argv"`
+	Path    wstr   `json:"path,omitempty"`
+	Env     []wstr `json:"env"`
+	Wdir    wstr   `json:"wdir"`
+	Inherit []wstr `json:"inherit,omitempty"`
 }
 
 func (a App) MarshalJSON() ([]byte, error) {
 	p := plainApp(a)
-	return json.Marshal(wireApp{&p, toW(a.Argv), wstr(a.Path), toW(a.Env), wstr(a.Wdir)})
+	return json.Marshal(wireApp{&p, toW(a.Argv), wstr(a.Path), toW(a.Env), wstr(a.Wdir), toW(a.Inherit)})
 }
 
 func (a *App) UnmarshalJSON(b []byte) error {
@@ -97,7 +98,7 @@ func (a *App) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
-	a.Argv, a.Path, a.Env, a.Wdir = fromW(w.Argv), string(w.Path), fromW(w.Env), string(w.Wdir)
+	a.Argv, a.Path, a.Env, a.Wdir, a.Inherit = fromW(w.Argv), string(w.Path), fromW(w.Env), string(w.Wdir), fromW(w.Inherit)
 	return nil
 }
 

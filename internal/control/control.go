@@ -170,6 +170,12 @@ type App struct {
 	Path string   `json:"path,omitempty"` // the program, when not Argv[0]
 	Env  []string `json:"env"`
 	Wdir string   `json:"wdir"`
+	// EnvSet: this app's ranks inherit Inherit (from a minimal base with
+	// EnvNone) instead of the job's inherited environment (gompiexec
+	// -envall, -envnone, -envlist); Job.Env then holds only -genv pairs.
+	EnvSet  bool     `json:"env_set,omitempty"`
+	EnvNone bool     `json:"env_none,omitempty"`
+	Inherit []string `json:"inherit,omitempty"`
 }
 
 // RankSpec is one rank this proxy runs.

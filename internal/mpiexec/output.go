@@ -27,9 +27,12 @@ import (
 // The first write error on a stream is reported through onErr once; that
 // stream's output is dropped afterwards (the launcher ends the job).
 type output struct {
-	mu       sync.Mutex
-	out      [3]io.Writer // index by fd: 1 stdout, 2 stderr
-	prepend  bool
+	mu      sync.Mutex
+	out     [3]io.Writer // index by fd: 1 stdout, 2 stderr
+	prepend bool
+	// prefix writes a line's prefix when prepend is set (-prepend-pattern);
+	// nil is -l's "[rank] ".
+	prefix   func(dst []byte, rank int) []byte
 	pend     map[streamKey]*pending
 	open     [3]int // rank whose line is unfinished on the stream, -1 none
 	openAge  [3]int // ticks without its bytes the open line kept others waiting
@@ -230,7 +233,12 @@ func (o *output) emit(rank int, fd byte, data []byte, cont bool) {
 		o.writeOut(fd, data)
 		return
 	}
-	prefix := fmt.Appendf(nil, "[%d] ", rank)
+	var prefix []byte
+	if o.prefix != nil {
+		prefix = o.prefix(nil, rank)
+	} else {
+		prefix = fmt.Appendf(nil, "[%d] ", rank)
+	}
 	buf := o.scratch[:0]
 	for first := true; len(data) > 0; first = false {
 		i := bytes.IndexByte(data, '\n')

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 	"syscall"
 
@@ -43,6 +45,16 @@ var ErrNoHostsLeft = errors.New("no hosts left to restart on")
 // means the job could not be set up; nothing of it is left running. With
 // Restart.MaxRestarts, a failed job is relaunched.
 func Run(ctx context.Context, cfg Config) (int, error) {
+	if cfg.Output.routed() {
+		cfg.files = map[string]*os.File{}
+		defer func() {
+			errw := cfg.Stderr
+			if errw == nil {
+				errw = io.Discard
+			}
+			closeFiles(cfg.files, errw)
+		}()
+	}
 	for attempt := 0; ; attempt++ {
 		out := &outcome{}
 		cfg.outcome = out

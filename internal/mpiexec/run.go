@@ -34,6 +34,12 @@ const (
 	ExitInternal = 255 // launcher or proxy failure not caused by a rank
 )
 
+// Config.Universe's symbolic values (Hydra's -usize INFINITE and SYSTEM).
+const (
+	UniverseInfinite = -1
+	UniverseSystem   = -2
+)
+
 // Segment is one MPMD part of the command line.
 type Segment struct {
 	Argv []string
@@ -43,6 +49,13 @@ type Segment struct {
 	N    int
 	Env  []string // -env KEY=VALUE pairs
 	Wdir string
+	// EnvSet replaces, for this segment's ranks, the environment they
+	// inherit from gompiexec (-envall, -envnone, -envlist): Inherit instead
+	// of the inherited part of Config.Env, EnvNone instead of
+	// Config.EnvNone. Config.Env then holds only the -genv pairs.
+	EnvSet  bool
+	EnvNone bool
+	Inherit []string
 }
 
 // Config describes a job.
@@ -83,6 +96,16 @@ type Config struct {
 	// on another host (a fork for this machine among remote hosts) are
 	// always started by gompiexec. Default DefaultFanout.
 	Fanout int
+
+	// Output sends output to files, filters it, or prefixes it by a
+	// pattern (route.go).
+	Output OutputConfig
+	// Universe is what PMI get_universe_size reports (-usize): n > 0, or
+	// UniverseSystem (the allocation's slots); 0 and UniverseInfinite
+	// report -1, and MPICH then leaves MPI_UNIVERSE_SIZE unset, as under
+	// Hydra's default -usize INFINITE.
+	Universe int
+	files    map[string]*os.File // output files of all attempts (route.go), set by Run
 
 	Stdin          io.Reader // nil: ranks read /dev/null
 	Stdout, Stderr io.Writer
@@ -135,6 +158,23 @@ func (c *Config) validate() error {
 		c.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return nil
+}
+
+// universeSize is what get_universe_size answers.
+func (c *Config) universeSize() int {
+	switch {
+	case c.Universe > 0:
+		return c.Universe
+	case c.Universe == UniverseSystem && c.Place.PPN > 0:
+		return c.Place.PPN * len(c.Hosts)
+	case c.Universe == UniverseSystem:
+		n := 0
+		for _, h := range c.Hosts {
+			n += h.Slots
+		}
+		return n
+	}
+	return -1
 }
 
 // rankState is what the launcher knows of one rank.
@@ -198,7 +238,14 @@ func runOnce(ctx context.Context, cfg Config) (int, error) {
 	for i, h := range layout.Hosts {
 		cfg.Log.Debug("placement", "host", h.Name, "ranks", layout.RanksOn(i))
 	}
-	j := &job{cfg: cfg, layout: layout, out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrependRank)}
+	j := &job{cfg: cfg, layout: layout, out: newOutput(cfg.Stdout, cfg.Stderr, cfg.PrependRank || cfg.Output.Prepend != nil)}
+	j.outErr = make(chan error, 2)
+	start := time.Now()
+	if p := cfg.Output.Prepend; p != nil {
+		vars := j.patternVars(start)
+		j.out.prefix = func(dst []byte, rank int) []byte { return p.Expand(dst, vars(rank)) }
+	}
+	j.route = j.newRouter(start)
 	return j.run(ctx)
 }
 
@@ -206,6 +253,7 @@ type job struct {
 	cfg      Config
 	layout   *hostfile.Layout
 	out      *output
+	route    *router // nil unless output goes to files or is filtered (route.go)
 	tops     []*proxyConn
 	hosts    []hostState
 	ranks    []rankState
@@ -252,7 +300,6 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	j.firstFail = -1
 	j.events = make(chan event, 64)
-	j.outErr = make(chan error, 2)
 	j.out.onErr = func(fd byte, err error) {
 		name := map[byte]string{1: "stdout", 2: "stderr"}[fd]
 		select {
@@ -265,13 +312,11 @@ func (j *job) run(ctx context.Context) (int, error) {
 	defer cancel()
 	j.ctx = ctx
 	mapping, _ := j.layout.ProcessMapping()
-	universe := 0
-	for _, h := range cfg.Hosts {
-		universe += h.Slots
-	}
+	universe := cfg.universeSize()
 	apps := make([]control.App, len(cfg.Segments))
 	for i, s := range cfg.Segments {
-		apps[i] = control.App{Argv: s.Argv, Path: s.Path, Env: s.Env, Wdir: s.Wdir}
+		apps[i] = control.App{Argv: s.Argv, Path: s.Path, Env: s.Env, Wdir: s.Wdir,
+			EnvSet: s.EnvSet, EnvNone: s.EnvNone, Inherit: s.Inherit}
 	}
 	rankSpecs := func(host int) []control.RankSpec {
 		var specs []control.RankSpec
@@ -346,7 +391,11 @@ func (j *job) run(ctx context.Context) (int, error) {
 	}
 	code := j.loop(ctx)
 	close(j.finished)
-	j.out.flushAll()
+	if j.route != nil {
+		j.route.flushAll()
+	} else {
+		j.out.flushAll()
+	}
 	j.report()
 	for _, p := range j.tops {
 		p.close()
@@ -380,7 +429,11 @@ func (j *job) readProxy(ti int, p *proxyConn) {
 		ev := event{top: ti, err: err}
 		switch {
 		case err == nil && f.Type == control.FrameOutput:
-			j.out.write(f.Rank, f.FD, f.Data)
+			if j.route != nil {
+				j.route.write(f.Rank, f.FD, f.Data)
+			} else {
+				j.out.write(f.Rank, f.FD, f.Data)
+			}
 			continue
 		case err == nil:
 			ev.msg = f.Msg
@@ -688,7 +741,11 @@ func (j *job) rankExited(rank, code, sig int, msg string, at int64) {
 	}
 	r := &j.ranks[rank]
 	r.exited, r.code, r.signal, r.failMsg = true, code, sig, msg
-	j.out.flush(rank)
+	if j.route != nil {
+		j.route.flush(rank)
+	} else {
+		j.out.flush(rank)
+	}
 	if code == 0 && sig == 0 {
 		return
 	}

@@ -692,7 +692,11 @@ func (p *proxy) shmDirs() []string {
 	if d := os.Getenv("GOMPI_SHM_DIR"); d != "" {
 		dirs = append(dirs, d)
 	}
-	for _, kv := range p.job.Env {
+	env := p.job.Env
+	for _, a := range p.job.Apps {
+		env = append(env[:len(env):len(env)], a.Inherit...)
+	}
+	for _, kv := range env {
 		if d, ok := strings.CutPrefix(kv, "GOMPI_SHM_DIR="); ok && d != "" {
 			dirs = append(dirs, d)
 		}
@@ -808,7 +812,11 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	base := p.appEnv[rs.AppNum]
 	if base == nil {
 		base = &envList{}
-		if p.job.EnvNone {
+		none := p.job.EnvNone
+		if app.EnvSet {
+			none = app.EnvNone // -envall, -envnone, -envlist
+		}
+		if none {
 			for _, k := range minimalEnv {
 				if v, ok := os.LookupEnv(k); ok {
 					base.set(k + "=" + v)
@@ -818,6 +826,9 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 			for _, kv := range os.Environ() {
 				base.set(kv)
 			}
+		}
+		for _, kv := range app.Inherit {
+			base.set(kv)
 		}
 		for _, kv := range p.job.Env {
 			base.set(kv)

@@ -225,3 +225,26 @@ func TestAcrossProxies(t *testing.T) {
 		}
 	}
 }
+
+// TestMPICHUniverseSize: -usize decides what MPI_UNIVERSE_SIZE says, as
+// under Hydra (GOMPI_MPIEXEC=mpiexec.hydra runs the same cases there):
+// INFINITE, the default, leaves it unset; SYSTEM is the slots (-ppn's
+// count per host when given).
+func TestMPICHUniverseSize(t *testing.T) {
+	needSetup(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "universe -1\n"},
+		{[]string{"-usize", "INFINITE"}, "universe -1\n"},
+		{[]string{"-usize", "SYSTEM", "-hosts", "localhost:5"}, "universe 5\n"},
+		{[]string{"-usize", "SYSTEM", "-hosts", "localhost:5", "-ppn", "3"}, "universe 3\n"},
+		{[]string{"-usize", "7"}, "universe 7\n"},
+	} {
+		r := launch(t, append(tc.args, "-n", "2", prog("mpmd"))...)
+		if r.code != 0 || strings.Count(r.out, tc.want) != 2 {
+			t.Errorf("%v: exit %d, want %q from both ranks\n%s%s", tc.args, r.code, tc.want, r.out, r.err)
+		}
+	}
+}
