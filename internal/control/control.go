@@ -23,7 +23,9 @@ import (
 // Version 2 added tree launch (Job.Index, Job.Children, Job.Launch, Msg.Host).
 // Version 3 carries arguments, environment, paths and PMI values as bytes
 // (bytes.go): a version-2 proxy would read {"b64":...} as an error.
-const Version = 3
+// Version 4 added App.EnvSet and App.Inherit (per-segment -envall/-envnone/
+// -envlist): a version-3 proxy would ignore them and pass the wrong environment.
+const Version = 4
 
 // Stream kinds: the first byte a launcher writes on a new stream.
 const (
