@@ -217,7 +217,6 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		PrintAllExitCodes: o.printAll,
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
-		BindTo:            o.bindTo,
 		IOCacheDirs:       o.ioCache,
 		Stdin:             os.Stdin,
 		Stdout:            os.Stdout,
@@ -234,6 +233,10 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		return nil, err
 	}
 	cfg.Hosts = hosts
+	if err := placeDefaults(&o.place, os.Getenv, hosts); err != nil {
+		return nil, err
+	}
+	cfg.BindTo, cfg.MapBy, cfg.Membind, cfg.Iface = o.place.bindTo, o.place.mapBy, o.place.membind, o.place.iface
 	cfg.Place = hostfile.Options{PPN: o.ppn}
 	if o.roundRobin {
 		cfg.Place.Policy = hostfile.RoundRobin

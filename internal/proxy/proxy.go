@@ -85,8 +85,8 @@ type proxy struct {
 	job   *control.Job
 	ranks []*rank
 	pgid  int // process group of all local ranks
-	// bind is, per rank, the fork wrapper that sets its CPUs (-bind-to);
-	// nil without binding.
+	// bind is, per rank, the fork wrapper that sets its CPUs and memory
+	// policy (-bind-to, -membind); nil without binding.
 	bind map[int]func(start func() error) error
 	// guardPipe keeps the group's guard waiting; groupKilled: SIGKILL went
 	// to the group, whose id may be reused once it is empty.
@@ -345,7 +345,7 @@ func (p *proxy) start() error {
 			return fmt.Errorf("proxy: host %s: replaying the MPI-IO cache %s: %w", p.job.Host, dir, err)
 		}
 	}
-	if p.job.BindTo != "" {
+	if p.job.BindTo != "" || p.job.HostBindTo != "" || p.job.Membind != "" {
 		if err := p.planBinding(); err != nil {
 			return err
 		}
@@ -511,8 +511,9 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
 	start := launcher.StartLocked
 	if p.bind != nil {
-		around := p.bind[rs.Rank]
-		start = func(c *exec.Cmd) error { return launcher.StartLockedWith(c, around) }
+		if around := p.bind[rs.Rank]; around != nil {
+			start = func(c *exec.Cmd) error { return launcher.StartLockedWith(c, around) }
+		}
 	}
 	err = start(cmd)
 	if errors.Is(err, syscall.ENOEXEC) && !isBinary(cmd.Path) {
