@@ -407,7 +407,7 @@ func proxyPath(flag string) (string, error) {
 func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
 	var remote func() launcher.Backend
 	if useSlurm(o) {
-		return slurmBackend(log)
+		return slurmBackend(log, o.place.iface)
 	}
 	switch {
 	case o.launcher == "fork":

@@ -88,6 +88,8 @@ type proxy struct {
 	// bind is, per rank, the fork wrapper that sets its CPUs and memory
 	// policy (-bind-to, -membind); nil without binding.
 	bind map[int]func(start func() error) error
+	// ifaceEnv is what -iface sets in every rank's environment.
+	ifaceEnv []string
 	// guardPipe keeps the group's guard waiting; groupKilled: SIGKILL went
 	// to the group, whose id may be reused once it is empty.
 	guardPipe    *os.File
@@ -349,6 +351,10 @@ func (p *proxy) start() error {
 		if err := p.planBinding(); err != nil {
 			return err
 		}
+	}
+	var err error
+	if p.ifaceEnv, err = ifaceEnv(p.job); err != nil {
+		return err
 	}
 	p.topo = topoEnv(p.ctx, p.job.Env, p.cfg.Topo)
 	p.sweptDead = make(chan struct{})
@@ -830,6 +836,9 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 			for _, kv := range p.topo {
 				base.set(kv)
 			}
+		}
+		for _, kv := range p.ifaceEnv {
+			base.set(kv)
 		}
 		p.appEnv[rs.AppNum] = base
 	}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/internal/bind"
+	"github.com/gompi/gompi/internal/netif"
 )
 
 // rankCPUs prints "rank Cpus_allowed_list" per rank, under either launcher.
@@ -127,5 +129,66 @@ func TestHostfileBinding(t *testing.T) {
 	r = runJob(t, "", "-launcher", "fork", "-f", hosts, "-n", "1", "/bin/true")
 	if r.Code != 255 || !strings.Contains(r.Stderr, `host nodeA: binding=cores: -bind-to "cores": unknown type`) {
 		t.Errorf("bad binding=: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+}
+
+// advertised are the addresses Go ranks published for their peers (the
+// runtime's gompi-rt-addr-R keys in a -pmi-trace).
+func advertised(trace string) []string {
+	var out []string
+	for _, l := range strings.Split(trace, "\n") {
+		if !strings.Contains(l, " C: cmd=put ") || !strings.Contains(l, " key=gompi-rt-addr-") {
+			continue
+		}
+		for _, f := range strings.Fields(l) {
+			if v, ok := strings.CutPrefix(f, "value="); ok {
+				host, _, _ := net.SplitHostPort(v)
+				out = append(out, host)
+			}
+		}
+	}
+	return out
+}
+
+// -iface IF: every Go rank advertises IF's address (and talks: the job
+// runs), whichever interface of this machine is named; MPICH ranks get
+// the name. An interface the host lacks fails the job naming both.
+func TestIface(t *testing.T) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := 0
+	for _, ifi := range ifs {
+		ip, err := netif.IPv4(ifi.Name)
+		if err != nil || ifi.Flags&net.FlagUp == 0 {
+			continue
+		}
+		tried++
+		r := runJob(t, "", "-iface", ifi.Name, "-pmi-trace", "-n", "2", bin("pi"))
+		if r.Code != 0 {
+			t.Fatalf("-iface %s: exit %d: %s", ifi.Name, r.Code, r.Stderr)
+		}
+		if got := advertised(r.Stderr); len(got) != 2 || got[0] != ip.String() || got[1] != ip.String() {
+			t.Errorf("-iface %s: ranks advertised %v, want %s twice", ifi.Name, got, ip)
+		}
+	}
+	if tried < 2 {
+		t.Fatalf("%d interfaces with IPv4 up here, want lo and another", tried)
+	}
+	// The interface's variables win over the user's; HYDRA_IFACE is -iface.
+	script := `echo "$GOMPI_HOST $MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE"`
+	r := runJob(t, "", "-genv", "GOMPI_HOST", "192.0.2.77", "-iface", "lo", "-n", "1", "/bin/sh", "-c", script)
+	if r.Stdout != "127.0.0.1 lo\n" {
+		t.Errorf("-iface lo: rank env %q, want \"127.0.0.1 lo\\n\" (%s)", r.Stdout, r.Stderr)
+	}
+	t.Setenv("HYDRA_IFACE", "lo")
+	if r := runJob(t, "", "-n", "1", "/bin/sh", "-c", script); r.Stdout != "127.0.0.1 lo\n" {
+		t.Errorf("HYDRA_IFACE=lo: rank env %q (%s)", r.Stdout, r.Stderr)
+	}
+	t.Setenv("HYDRA_IFACE", "")
+	r = runJob(t, "", "-iface", "gompi-none0", "-n", "1", "/bin/true")
+	if r.Code != 255 || !strings.Contains(r.Stderr, `host localhost: -iface gompi-none0: no network interface "gompi-none0" here`) {
+		t.Errorf("unknown interface: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }
