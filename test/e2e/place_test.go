@@ -117,16 +117,19 @@ func TestHostfileBinding(t *testing.T) {
 	hosts := filepath.Join(t.TempDir(), "hosts")
 	os.WriteFile(hosts, []byte("nodeA:2 binding=user:"+b+","+a+"\nnodeB:2\nnodeC:1 binding=none\n"), 0o644)
 	script := `echo "$PMI_RANK $(grep Cpus_allowed_list: /proc/self/status | cut -f2)"`
-	r := runJob(t, "", "-launcher", "fork", "-f", hosts, "-bind-to", "user:"+a+","+b, "-n", "5", "/bin/sh", "-c", script)
-	if r.Code != 0 {
-		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
-	}
 	want := sortedLines("0 " + b + "\n1 " + a + "\n2 " + a + "\n3 " + b + "\n4 " + bind.Format(cpus))
-	if got := sortedLines(r.Stdout); got != want {
-		t.Errorf("got\n%s\nwant\n%s", got, want)
+	// -fanout 1: nodeA's proxy starts nodeB's, which starts nodeC's.
+	for _, fanout := range []string{"32", "1"} {
+		r := runJob(t, "", "-launcher", "fork", "-fanout", fanout, "-f", hosts, "-bind-to", "user:"+a+","+b, "-n", "5", "/bin/sh", "-c", script)
+		if r.Code != 0 {
+			t.Fatalf("-fanout %s: exit %d: %s", fanout, r.Code, r.Stderr)
+		}
+		if got := sortedLines(r.Stdout); got != want {
+			t.Errorf("-fanout %s: got\n%s\nwant\n%s", fanout, got, want)
+		}
 	}
 	os.WriteFile(hosts, []byte("nodeA:2 binding=cores\n"), 0o644)
-	r = runJob(t, "", "-launcher", "fork", "-f", hosts, "-n", "1", "/bin/true")
+	r := runJob(t, "", "-launcher", "fork", "-f", hosts, "-n", "1", "/bin/true")
 	if r.Code != 255 || !strings.Contains(r.Stderr, `host nodeA: binding=cores: -bind-to "cores": unknown type`) {
 		t.Errorf("bad binding=: exit %d, stderr %q", r.Code, r.Stderr)
 	}
