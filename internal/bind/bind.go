@@ -51,7 +51,7 @@ func (s Spec) String() string {
 	return s.Type + ":" + strconv.Itoa(s.N)
 }
 
-// Parse reads a -bind-to value: TYPE, TYPE:N or user:CPU[+CPU...][,...]
+// Parse reads a -bind-to value: TYPE, TYPE:N, rr or user:CPU[+CPU...][,...]
 // ("" and "none" bind nothing).
 func Parse(v string) (Spec, error) { return parse("-bind-to", v, true) }
 
@@ -70,11 +70,18 @@ func parse(opt, v string, user bool) (Spec, error) {
 	if typ == "user" && user {
 		return parseUser(v, count)
 	}
+	if typ == "rr" && user {
+		// Hydra's round-robin over hardware threads by OS number.
+		if hasN {
+			return Spec{}, fmt.Errorf("%s %q: rr takes no count", opt, v)
+		}
+		return Spec{Type: "rr", N: 1}, nil
+	}
 	known := slices.Contains(Types, typ) || cacheLevel(typ) > 0
 	if !known {
 		names := strings.Join(Types, ", ")
 		if user {
-			names += ", user:"
+			names += ", rr, user:"
 		}
 		return Spec{}, fmt.Errorf("%s %q: unknown type %q (known: none, %s)", opt, v, typ, names)
 	}

@@ -103,6 +103,8 @@ func TestPlan(t *testing.T) {
 		{"2x2x2 l2cache", twoSockets, all8, "l2cache", "", 3, []string{"0,4", "1,5", "2,6"}},
 		{"2x2x2 l3cache", twoSockets, all8, "l3cache", "", 3, []string{"0-1,4-5", "2-3,6-7", "0-1,4-5"}},
 		{"2x2x2 user", twoSockets, all8, "user:0+4,3", "", 3, []string{"0,4", "3", ""}},
+		{"2x2x2 rr", twoSockets, all8, "rr", "socket", 9, []string{"0", "1", "2", "3", "4", "5", "6", "7", "0"}},
+		{"restricted rr", twoSockets, []int{1, 5, 6}, "rr", "", 4, []string{"1", "5", "6", "1"}},
 		// -map-by: consecutive ranks on different mapping objects.
 		{"2x2x2 core map-by socket", twoSockets, all8, "core", "socket", 5, []string{"0,4", "2,6", "1,5", "3,7", "0,4"}},
 		{"2x2x2 core map-by numa", twoSockets, all8, "core", "numa", 4, []string{"0,4", "2,6", "1,5", "3,7"}},
@@ -225,6 +227,8 @@ func TestParse(t *testing.T) {
 		{"user:0,,1", Spec{}, `rank 1's CPUs ""`},
 		{"user:a", Spec{}, `rank 0's CPUs "a"`},
 		{"lcache", Spec{}, `unknown type "lcache"`},
+		{"rr", Spec{Type: "rr", N: 1}, ""},
+		{"rr:2", Spec{}, "rr takes no count"},
 		{"cores", Spec{}, `unknown type "cores"`},
 		{"core:0", Spec{}, `count "0"`},
 		{"core:x", Spec{}, `count "x"`},

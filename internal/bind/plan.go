@@ -33,8 +33,17 @@ func (t Topology) Plan(b, m Spec) ([][]int, error) {
 	if b.None() {
 		return nil, nil
 	}
-	if b.Type == "user" {
+	switch b.Type {
+	case "user":
 		return b.User, nil
+	case "rr":
+		// One hardware thread each, by OS number (not topology order),
+		// whatever -map-by says: as Hydra's rr.
+		var sets [][]int
+		for _, c := range t.ids() {
+			sets = append(sets, []int{c})
+		}
+		return sets, nil
 	}
 	if m.None() {
 		m = b

@@ -54,6 +54,7 @@ func TestPlacementMatchesHydra(t *testing.T) {
 		"-bind-to machine",
 		"-bind-to user:1,0", // the third rank is not bound
 		"-bind-to user:0+1",
+		"-bind-to rr",
 	} {
 		t.Run(opts, func(t *testing.T) {
 			args := append(strings.Fields(opts), "-n", "3", "/bin/sh", "-c", rankCPUs)
