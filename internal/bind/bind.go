@@ -1,7 +1,8 @@
-// Package bind maps ranks to CPU sets for gompiexec -bind-to, as Hydra's
-// hwloc binding does, from Linux sysfs: no hwloc on the launch path. A
-// host's local ranks take the objects of the chosen type (hardware thread,
-// core, socket, NUMA node) round-robin, in topology order, among the CPUs
+// Package bind maps ranks to CPU sets and memory nodes for gompiexec
+// -bind-to, -map-by and -membind, as Hydra's hwloc binding does, from
+// Linux sysfs: no hwloc on the launch path. A host's local ranks take the
+// objects of the chosen type (hardware thread, core, cache, socket, NUMA
+// node, machine) in the order the mapping gives (plan.go), among the CPUs
 // the proxy itself may use.
 package bind
 
