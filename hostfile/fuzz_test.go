@@ -19,7 +19,7 @@ func checkHosts(t *testing.T, hosts []Host) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"a\nb:4\n", "a slots=2 max_slots=4 # x\n", "a user=u\na:2\n", "x:y\n", "\n#\n"} {
+	for _, s := range []string{"a\nb:4\n", "a slots=2 max_slots=4 # x\n", "a user=u\na:2\n", "x:y\n", "\n#\n", "a binding=core:2\na binding=core:2\n"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -18,6 +18,9 @@ type Host struct {
 	Slots    int    // >= 1
 	MaxSlots int    // 0 = no limit (Open MPI max_slots=)
 	User     string // optional login user (Hydra's user= token)
+	// Binding is Hydra's binding= token: this host's -bind-to value,
+	// unchecked here (gompiexec checks it with the rest of the options).
+	Binding string
 }
 
 // ParseError names the file, line and token that could not be read.
@@ -43,7 +46,7 @@ func (e *ParseError) Error() string {
 const maxSlots = 1 << 20
 
 // Parse reads a hostfile. Lines hold `host`, `host:N`, or `host slots=N
-// max_slots=M user=U`; `#` starts a comment. A host named on several lines is
+// max_slots=M user=U binding=SPEC`; `#` starts a comment. A host named on several lines is
 // one host whose slots add up (PBS node files list a host once per slot).
 func Parse(r io.Reader, filename string) ([]Host, error) {
 	var hosts []Host
@@ -90,13 +93,18 @@ func Parse(r io.Reader, filename string) ([]Host, error) {
 					return nil, perr(tok, err.Error())
 				}
 				h.MaxSlots = n
+			case "binding":
+				if v == "" {
+					return nil, perr(tok, "empty binding")
+				}
+				h.Binding = v
 			case "user":
 				if v == "" || strings.ContainsAny(v, "@/ \t") {
 					return nil, perr(tok, "bad user name")
 				}
 				h.User = v
 			default:
-				return nil, perr(tok, "unsupported token (known: slots=, max_slots=, user=)")
+				return nil, perr(tok, "unsupported token (known: slots=, max_slots=, user=, binding=)")
 			}
 		}
 		if h.MaxSlots > 0 && h.MaxSlots < h.Slots {
@@ -127,6 +135,12 @@ func merge(dst *Host, h Host) error {
 	}
 	if dst.User == "" {
 		dst.User = h.User
+	}
+	if h.Binding != "" && dst.Binding != "" && h.Binding != dst.Binding {
+		return fmt.Errorf("host %s listed with binding=%s and binding=%s", h.Name, dst.Binding, h.Binding)
+	}
+	if dst.Binding == "" {
+		dst.Binding = h.Binding
 	}
 	dst.Slots += h.Slots
 	if dst.Slots > maxSlots {

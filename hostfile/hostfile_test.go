@@ -21,6 +21,7 @@ func TestParse(t *testing.T) {
 		{"repeat merges", "a\nb\na\n", []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}},
 		{"pbs style", "n1\nn1\nn1\nn2\n", []Host{{Name: "n1", Slots: 3}, {Name: "n2", Slots: 1}}},
 		{"user", "a:2 user=bob\n", []Host{{Name: "a", Slots: 2, User: "bob"}}},
+		{"binding", "a:2 binding=user:0+1,2\nb binding=none\na\n", []Host{{Name: "a", Slots: 3, Binding: "user:0+1,2"}, {Name: "b", Slots: 1, Binding: "none"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -53,6 +54,8 @@ func TestParseErrors(t *testing.T) {
 		{"a/b\n", "bad character", 1, "a/b"},
 		{"# only comments\n", "no hosts listed", 0, ""},
 		{"a user=x\na user=y\n", "users x and y", 2, "a"},
+		{"a binding=core\na binding=socket\n", "binding=core and binding=socket", 2, "a"},
+		{"a binding=\n", "empty binding", 1, "binding="},
 	}
 	for _, tc := range tests {
 		_, err := Parse(strings.NewReader(tc.in), "hosts")

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/gompi/gompi/internal/bind"
 )
 
 // options is the parsed command line.
@@ -28,7 +26,7 @@ type options struct {
 	graceSet              bool // -grace 0 means at once, not the default
 	printAll              bool
 	pmiPort, pmiTrace     bool
-	bindTo                string // -bind-to, checked; "" for none
+	place                 placeOpts // -bind-to, -map-by, -membind, -iface (place.go)
 	ckptPrefix            string
 	ckptInterval          time.Duration
 	ckptNum, ckptKeep     int
@@ -189,17 +187,6 @@ func init() {
 	}}, "grace")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.printAll = true; return nil }}, "print-all-exitcodes")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiPort = true; return nil }}, "pmi-port")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
-		spec, err := bind.Parse(v[0])
-		if err != nil {
-			return usagef("%v", err)
-		}
-		o.bindTo = ""
-		if !spec.None() {
-			o.bindTo = spec.String()
-		}
-		return nil
-	}}, "bind-to", "binding")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.pmiTrace = true; return nil }}, "pmi-trace")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
 		// Every host replays it in its own file system: a relative name

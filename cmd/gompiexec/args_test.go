@@ -53,11 +53,11 @@ func TestParseArgs(t *testing.T) {
 		}},
 		{[]string{"-proxy-persist", "600", "app"}, func(o *options) bool { return o.proxyPersist == 10*time.Minute }},
 		{[]string{"--proxy-persist=0", "app"}, func(o *options) bool { return o.proxyPersist == 0 }},
-		{[]string{"app"}, func(o *options) bool { return o.bindTo == "" }},
-		{[]string{"-bind-to", "core", "app"}, func(o *options) bool { return o.bindTo == "core" }},
-		{[]string{"--bind-to", "hwthread:2", "app"}, func(o *options) bool { return o.bindTo == "hwthread:2" }},
-		{[]string{"--bind-to=socket:1", "app"}, func(o *options) bool { return o.bindTo == "socket" }},
-		{[]string{"-bind-to", "core", "-binding", "none", "app"}, func(o *options) bool { return o.bindTo == "" }},
+		{[]string{"app"}, func(o *options) bool { return o.place.bindTo == "" }},
+		{[]string{"-bind-to", "core", "app"}, func(o *options) bool { return o.place.bindTo == "core" }},
+		{[]string{"--bind-to", "hwthread:2", "app"}, func(o *options) bool { return o.place.bindTo == "hwthread:2" }},
+		{[]string{"--bind-to=socket:1", "app"}, func(o *options) bool { return o.place.bindTo == "socket" }},
+		{[]string{"-bind-to", "core", "-binding", "none", "app"}, func(o *options) bool { return o.place.bindTo == "" }},
 	}
 	for _, tc := range tests {
 		o, err := parseArgs(tc.args)

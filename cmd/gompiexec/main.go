@@ -38,6 +38,7 @@ Examples:
   gompiexec -n 1 ./server : -n 3 ./client   MPMD, appnum 0 and 1
   gompiexec -genv OMP_NUM_THREADS 2 -timeout 600 -n 8 ./app
   gompiexec -bind-to core -n 4 ./app        one core per rank (all its hwthreads)
+  gompiexec -bind-to core -map-by socket -n 4 ./app   consecutive ranks on alternate sockets
 
 Options take one or two leading dashes; -opt=value also works.
 
@@ -92,9 +93,24 @@ Global options:
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3;
                             0: SIGKILL at once)
   -print-all-exitcodes      print every rank's exit status
-  -bind-to TYPE[:N]         bind each host's ranks round-robin to the host's hwthreads,
-                            cores, sockets or numa nodes, N of them per rank, among the
-                            CPUs the proxy may use (default none); also -binding
+  -bind-to TYPE[:N]         bind each host's ranks round-robin to the host's objects of
+                            TYPE, N of them per rank, among the CPUs the proxy may use:
+                            hwthread, core, l1cache, l2cache, l3cache, socket, numa or
+                            machine (default none); also -binding, HYDRA_BINDING; a host
+                            file's "binding=TYPE" replaces it on that host
+  -bind-to user:CPUS,...    local rank i gets the i-th list (CPUs joined by +, e.g.
+                            user:0+2,1+3); ranks beyond the lists are not bound
+  -bind-to rr               one hardware thread per rank, in CPU number order
+  -map-by TYPE[:N]          the objects (groups of N) local ranks go to in turn, each
+                            bound inside the one it goes to (default: -bind-to's own;
+                            no effect without -bind-to, as in Hydra); also HYDRA_MAPPING
+  -membind POLICY           each rank's memory policy: firsttouch (local node), bind:NODES
+                            or interleave:NODES (e.g. bind:0-1; no NODES: those of the
+                            rank's CPUs); nexttouch is accepted and does nothing (Linux
+                            has no such policy, as under Hydra); also HYDRA_MEMBIND
+  -iface IF                 ranks advertise IF's IPv4 address on their host (GOMPI_HOST;
+                            MPICH ranks get MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=IF), and
+                            Slurm-launched proxies connect back over it; also HYDRA_IFACE
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
   -io-cache DIR             before starting the job, replay on every host the unflushed
@@ -118,8 +134,10 @@ Global options:
   -h, -help                 this help;  -version  print the version
 
 Environment: HYDRA_HOST_FILE (as -f), MPIEXEC_TIMEOUT (as -timeout), GOMPI_PROXY
-(as -proxy-path), GOMPI_PROXY_PERSIST (as -proxy-persist). Without -f/-hosts, a Slurm
-or PBS allocation is used when present, else this machine with one slot per CPU.
+(as -proxy-path), GOMPI_PROXY_PERSIST (as -proxy-persist), HYDRA_BINDING,
+HYDRA_MAPPING, HYDRA_MEMBIND, HYDRA_IFACE (as -bind-to, -map-by, -membind, -iface).
+Without -f/-hosts, a Slurm or PBS allocation is used when present, else this machine
+with one slot per CPU.
 
 Exit status: 0 when every rank exits 0; else the first failing rank's exit code, or
 128+signal when it was killed by a signal; 124 on timeout; 127 when a rank broke the
@@ -239,7 +257,6 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		PrintAllExitCodes: o.printAll,
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
-		BindTo:            o.bindTo,
 		IOCacheDirs:       o.ioCache,
 		Stdin:             os.Stdin,
 		Stdout:            os.Stdout,
@@ -256,6 +273,10 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		return nil, err
 	}
 	cfg.Hosts = hosts
+	if err := placeDefaults(&o.place, os.Getenv, hosts); err != nil {
+		return nil, err
+	}
+	cfg.BindTo, cfg.MapBy, cfg.Membind, cfg.Iface = o.place.bindTo, o.place.mapBy, o.place.membind, o.place.iface
 	cfg.Place = hostfile.Options{PPN: o.ppn}
 	if o.roundRobin {
 		cfg.Place.Policy = hostfile.RoundRobin
@@ -429,7 +450,7 @@ func proxyPath(flag string) (string, error) {
 func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
 	var remote func() launcher.Backend
 	if useSlurm(o) {
-		return slurmBackend(log)
+		return slurmBackend(log, o.place.iface)
 	}
 	switch {
 	case o.launcher == "fork":

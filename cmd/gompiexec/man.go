@@ -29,6 +29,8 @@ func writeMan(dir string) int {
 			{"GOMPI_PROXY", "gompi-proxy command on every host (as -proxy-path); default: gompi-proxy beside gompiexec, else on PATH"},
 			{"GOMPI_PROXY_PERSIST", "seconds a persistent proxy stays on each SSH host (as -proxy-persist)"},
 			{"GOMPI_PMI_TRACE", "when set, print every PMI exchange (as -pmi-trace)"},
+			{"HYDRA_BINDING, HYDRA_MAPPING, HYDRA_MEMBIND", "as -bind-to, -map-by and -membind when those are not given"},
+			{"HYDRA_IFACE", "as -iface when it is not given"},
 			{"SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE", "inside a Slurm allocation the hosts and slots come from these, and proxies are started with srun (-launcher slurm) unless -launcher says otherwise"},
 			{"PBS_NODEFILE", "inside a PBS job the hosts come from this file"},
 			{"HOME", "the built-in SSH client reads ~/.ssh/config, known_hosts and keys from here"},

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"fmt"
 	"log/slog"
+	"net"
 	"os"
 
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/netif"
 )
 
 // useSlurm: -launcher slurm, or no launcher chosen inside a Slurm
@@ -23,9 +26,18 @@ func inSlurmAllocation(getenv func(string) string) bool {
 
 var slurmBE *launcher.Slurm
 
-// slurmBackend starts every host's proxy in one srun step.
-func slurmBackend(log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
-	be, err := launcher.NewSlurm(launcher.SlurmConfig{Stderr: os.Stderr, Log: log})
+// slurmBackend starts every host's proxy in one srun step. With -iface the
+// proxies connect back to that interface's address only.
+func slurmBackend(log *slog.Logger, iface string) (func(hostfile.Host) launcher.Backend, error) {
+	cfg := launcher.SlurmConfig{Stderr: os.Stderr, Log: log}
+	if iface != "" {
+		ip, err := netif.IPv4(iface)
+		if err != nil {
+			return nil, fmt.Errorf("-iface %s on this host (gompiexec's): %w", iface, err)
+		}
+		cfg.Listen = net.JoinHostPort(ip.String(), "0")
+	}
+	be, err := launcher.NewSlurm(cfg)
 	if err != nil {
 		return nil, err
 	}

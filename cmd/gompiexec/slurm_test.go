@@ -1,6 +1,12 @@
 package main
 
-import "testing"
+import (
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+)
 
 func TestUseSlurm(t *testing.T) {
 	alloc := map[string]string{"SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "n[1-3]"}
@@ -37,5 +43,27 @@ func TestUseSlurm(t *testing.T) {
 	}
 	if _, err := parseArgs([]string{"-launcher", "pbs", "/bin/true"}); err == nil {
 		t.Error("-launcher pbs accepted")
+	}
+}
+
+// With -iface the proxies of a Slurm step connect back to that interface's
+// address alone (by default: every address of the launch host).
+func TestSlurmBackendIface(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if _, err := slurmBackend(log, "lo"); err != nil {
+		t.Fatal(err)
+	}
+	defer closeSlurm()
+	adv := slurmBE.Advertised()
+	if len(adv) != 1 || !strings.HasPrefix(adv[0], "127.0.0.1:") {
+		t.Errorf("advertised %q, want 127.0.0.1:PORT alone", adv)
+	}
+	if c, err := net.Dial("tcp", adv[0]); err != nil {
+		t.Errorf("dial %s: %v", adv[0], err)
+	} else {
+		c.Close()
+	}
+	if _, err := slurmBackend(log, "gompi-none0"); err == nil || !strings.Contains(err.Error(), `-iface gompi-none0 on this host (gompiexec's): no network interface "gompi-none0"`) {
+		t.Errorf("unknown interface: %v", err)
 	}
 }

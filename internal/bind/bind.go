@@ -1,7 +1,8 @@
-// Package bind maps ranks to CPU sets for gompiexec -bind-to, as Hydra's
-// hwloc binding does, from Linux sysfs: no hwloc on the launch path. A
-// host's local ranks take the objects of the chosen type (hardware thread,
-// core, socket, NUMA node) round-robin, in topology order, among the CPUs
+// Package bind maps ranks to CPU sets and memory nodes for gompiexec
+// -bind-to, -map-by and -membind, as Hydra's hwloc binding does, from
+// Linux sysfs: no hwloc on the launch path. A host's local ranks take the
+// objects of the chosen type (hardware thread, core, cache, socket, NUMA
+// node, machine) in the order the mapping gives (plan.go), among the CPUs
 // the proxy itself may use.
 package bind
 
@@ -9,18 +10,23 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 )
 
-// Types are the object types -bind-to accepts besides none.
-var Types = []string{"hwthread", "core", "socket", "numa"}
+// Types are the object types -bind-to and -map-by accept besides none
+// (and, for -bind-to, user:). lNcache is a cache level as sysfs numbers it.
+var Types = []string{"hwthread", "core", "l1cache", "l2cache", "l3cache", "socket", "numa", "machine"}
 
-// Spec is a parsed -bind-to value; the zero Spec binds nothing.
+// Spec is a parsed -bind-to or -map-by value; the zero Spec binds nothing.
 type Spec struct {
-	Type string // "" for none
+	Type string // "" for none; "user" for explicit CPU lists
 	N    int    // objects per rank (TYPE:N), >= 1 when Type is set
+	// User is user:'s CPU list per local rank; ranks beyond it are not
+	// bound (as in Hydra).
+	User [][]int
 }
 
 // None reports whether s binds nothing.
@@ -30,36 +36,95 @@ func (s Spec) String() string {
 	switch {
 	case s.None():
 		return "none"
+	case s.Type == "user":
+		var parts []string
+		for _, cpus := range s.User {
+			var ids []string
+			for _, c := range cpus {
+				ids = append(ids, strconv.Itoa(c))
+			}
+			parts = append(parts, strings.Join(ids, "+"))
+		}
+		return "user:" + strings.Join(parts, ",")
 	case s.N == 1:
 		return s.Type
 	}
 	return s.Type + ":" + strconv.Itoa(s.N)
 }
 
-// Parse reads TYPE or TYPE:N ("" and "none" bind nothing).
-func Parse(v string) (Spec, error) {
+// Parse reads a -bind-to value: TYPE, TYPE:N, rr or user:CPU[+CPU...][,...]
+// ("" and "none" bind nothing).
+func Parse(v string) (Spec, error) { return parse("-bind-to", v, true) }
+
+// ParseMap reads a -map-by value: TYPE or TYPE:N ("" and "none": map by
+// the binding's own objects).
+func ParseMap(v string) (Spec, error) { return parse("-map-by", v, false) }
+
+func parse(opt, v string, user bool) (Spec, error) {
 	typ, count, hasN := strings.Cut(v, ":")
 	if typ == "none" || v == "" {
 		if hasN {
-			return Spec{}, fmt.Errorf("-bind-to %q: none takes no count", v)
+			return Spec{}, fmt.Errorf("%s %q: none takes no count", opt, v)
 		}
 		return Spec{}, nil
 	}
-	known := false
-	for _, t := range Types {
-		known = known || t == typ
+	if typ == "user" && user {
+		return parseUser(v, count)
 	}
+	if typ == "rr" && user {
+		// Hydra's round-robin over hardware threads by OS number.
+		if hasN {
+			return Spec{}, fmt.Errorf("%s %q: rr takes no count", opt, v)
+		}
+		return Spec{Type: "rr", N: 1}, nil
+	}
+	known := slices.Contains(Types, typ) || cacheLevel(typ) > 0
 	if !known {
-		return Spec{}, fmt.Errorf("-bind-to %q: unknown type %q (known: none, %s)", v, typ, strings.Join(Types, ", "))
+		names := strings.Join(Types, ", ")
+		if user {
+			names += ", rr, user:"
+		}
+		return Spec{}, fmt.Errorf("%s %q: unknown type %q (known: none, %s)", opt, v, typ, names)
 	}
 	n := 1
 	if hasN {
 		var err error
 		if n, err = strconv.Atoi(count); err != nil || n < 1 {
-			return Spec{}, fmt.Errorf("-bind-to %q: count %q: want an integer >= 1", v, count)
+			return Spec{}, fmt.Errorf("%s %q: count %q: want an integer >= 1", opt, v, count)
 		}
 	}
 	return Spec{Type: typ, N: n}, nil
+}
+
+// parseUser reads user:'s list: ranks separated by ",", a rank's CPUs by
+// "+" (Hydra's syntax; "0-3" ranges are accepted too).
+func parseUser(v, list string) (Spec, error) {
+	if list == "" {
+		return Spec{}, fmt.Errorf("-bind-to %q: user: needs CPU lists, e.g. user:0+2,1+3", v)
+	}
+	s := Spec{Type: "user", N: 1}
+	for _, part := range strings.Split(list, ",") {
+		cpus, err := ParseList(strings.ReplaceAll(part, "+", ","))
+		if err != nil || len(cpus) == 0 {
+			return Spec{}, fmt.Errorf("-bind-to %q: rank %d's CPUs %q: want CPU numbers joined by +", v, len(s.User), part)
+		}
+		slices.Sort(cpus)
+		s.User = append(s.User, slices.Compact(cpus))
+	}
+	return s, nil
+}
+
+// cacheLevel is N for "lNcache", else 0.
+func cacheLevel(typ string) int {
+	l, ok := strings.CutPrefix(typ, "l")
+	if l, ok = strings.CutSuffix(l, "cache"); !ok {
+		return 0
+	}
+	n, err := strconv.Atoi(l)
+	if err != nil || n < 1 || n > 9 {
+		return 0
+	}
+	return n
 }
 
 // CPU is one hardware thread the proxy may use.
@@ -68,6 +133,9 @@ type CPU struct {
 	Package int
 	Core    int // the lowest CPU of its thread siblings: one value per core
 	Node    int // NUMA node; 0 when the kernel has no node directory
+	// Cache maps a cache level read by Read to the lowest CPU sharing
+	// that cache with this one: one value per cache instance.
+	Cache map[int]int
 }
 
 // Topology is the usable CPUs in topology order: by package, then core,
@@ -75,8 +143,9 @@ type CPU struct {
 type Topology []CPU
 
 // Read reads the topology of the allowed CPUs from a sysfs tree rooted at
-// root (normally /sys/devices/system, with cpu/ and node/ below it).
-func Read(root string, allowed []int) (Topology, error) {
+// root (normally /sys/devices/system, with cpu/ and node/ below it), and
+// the sharing of the given cache levels (only those: a file per CPU each).
+func Read(root string, allowed []int, cacheLevels ...int) (Topology, error) {
 	nodes, err := readNodes(filepath.Join(root, "node"))
 	if err != nil {
 		return nil, err
@@ -97,7 +166,13 @@ func Read(root string, allowed []int) (Topology, error) {
 		if len(sib) == 0 {
 			return nil, fmt.Errorf("%s: empty", filepath.Join(dir, "thread_siblings_list"))
 		}
-		t = append(t, CPU{ID: id, Package: pkg, Core: sib[0], Node: nodes[id]})
+		c := CPU{ID: id, Package: pkg, Core: sib[0], Node: nodes[id]}
+		if len(cacheLevels) > 0 {
+			if c.Cache, err = readCaches(filepath.Join(root, "cpu", "cpu"+strconv.Itoa(id), "cache"), cacheLevels); err != nil {
+				return nil, err
+			}
+		}
+		t = append(t, c)
 	}
 	sort.Slice(t, func(i, j int) bool {
 		a, b := t[i], t[j]
@@ -139,24 +214,70 @@ func readNodes(dir string) (map[int]int, error) {
 	return m, nil
 }
 
+// readCaches reads which CPUs share each wanted level's cache with the
+// CPU whose cache directory is dir. Level 1 is the data (or unified)
+// cache, as hwloc's l1cache; an instruction cache is skipped.
+func readCaches(dir string, levels []int) (map[int]int, error) {
+	m := map[int]int{}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "index") {
+			continue
+		}
+		idx := filepath.Join(dir, e.Name())
+		level, err := readInt(filepath.Join(idx, "level"))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(levels, level) {
+			continue
+		}
+		if typ, err := os.ReadFile(filepath.Join(idx, "type")); err == nil && strings.TrimSpace(string(typ)) == "Instruction" {
+			continue
+		}
+		shared, err := readList(filepath.Join(idx, "shared_cpu_list"))
+		if err != nil {
+			return nil, err
+		}
+		if len(shared) == 0 {
+			return nil, fmt.Errorf("%s: empty", filepath.Join(idx, "shared_cpu_list"))
+		}
+		m[level] = shared[0]
+	}
+	return m, nil
+}
+
 // Objects are the CPU sets of typ's objects that hold usable CPUs, in
-// topology order.
+// topology order. A cache level that no CPU reports (or that Read was not
+// asked for) has no objects.
 func (t Topology) Objects(typ string) [][]int {
-	key := func(c CPU) int {
+	level := cacheLevel(typ)
+	key := func(c CPU) (int, bool) {
 		switch typ {
 		case "hwthread":
-			return c.ID
+			return c.ID, true
 		case "core":
-			return c.Core
+			return c.Core, true
 		case "socket":
-			return c.Package
+			return c.Package, true
+		case "machine":
+			return 0, true
+		case "numa":
+			return c.Node, true
 		}
-		return c.Node
+		k, ok := c.Cache[level]
+		return k, ok
 	}
 	var objs [][]int
 	index := map[int]int{}
 	for _, c := range t {
-		k := key(c)
+		k, ok := key(c)
+		if !ok {
+			continue
+		}
 		i, ok := index[k]
 		if !ok {
 			i = len(objs)
@@ -179,26 +300,6 @@ func (t Topology) node(cpu int) int {
 		}
 	}
 	return -1
-}
-
-// Assign is local rank local's CPUs: n consecutive objects, taken
-// round-robin (the objects wrap when ranks outnumber them). Sorted.
-func Assign(objs [][]int, local, n int) []int {
-	if len(objs) == 0 {
-		return nil
-	}
-	var cpus []int
-	seen := map[int]bool{}
-	for j := 0; j < n; j++ {
-		for _, c := range objs[(local*n+j)%len(objs)] {
-			if !seen[c] {
-				seen[c] = true
-				cpus = append(cpus, c)
-			}
-		}
-	}
-	sort.Ints(cpus)
-	return cpus
 }
 
 // Format writes cpus as a Linux CPU list (0-3,8), as Cpus_allowed_list.

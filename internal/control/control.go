@@ -118,6 +118,19 @@ type Job struct {
 	// the proxy binds its local ranks round-robin to the host's objects
 	// of that type. Proxies that predate it ignore it and bind nothing.
 	BindTo string `json:"bind_to,omitempty"`
+	// HostBindTo is this host's binding= from the host file, which
+	// replaces BindTo here ("none" included).
+	HostBindTo string `json:"host_bind_to,omitempty"`
+	// MapBy is -map-by (TYPE or TYPE:N; "": BindTo's own objects): the
+	// objects the local ranks go to in turn before each binds.
+	MapBy string `json:"map_by,omitempty"`
+	// Membind is -membind (firsttouch, nexttouch, bind:NODES,
+	// interleave:NODES): the memory policy each rank starts with.
+	Membind string `json:"membind,omitempty"`
+	// Iface is -iface: the proxy gives its ranks this interface's IPv4
+	// address on its host as GOMPI_HOST (and the name to MPICH ranks as
+	// MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE); a host without it is an error.
+	Iface string `json:"iface,omitempty"`
 
 	// PMI service for the ranks.
 	KVSName        string `json:"kvsname"`
@@ -146,6 +159,7 @@ type Subtree struct {
 	Index    int        `json:"index"`
 	Host     string     `json:"host"`
 	User     string     `json:"user,omitempty"`
+	BindTo   string     `json:"bind_to,omitempty"` // the host file's binding=
 	Ranks    []RankSpec `json:"ranks"`
 	Children []Subtree  `json:"children,omitempty"`
 }
@@ -163,6 +177,7 @@ func (t Subtree) Hosts() []int {
 func (j *Job) ForChild(t Subtree) *Job {
 	c := *j
 	c.Host, c.Index, c.Ranks, c.Children = t.Host, t.Index, t.Ranks, t.Children
+	c.HostBindTo = t.BindTo
 	return &c
 }
 

@@ -74,3 +74,18 @@ func FuzzRecv(f *testing.F) {
 		}
 	})
 }
+
+// A child's job carries its own host's binding= (none when its host file
+// line has none), not the parent's.
+func TestForChildHostBinding(t *testing.T) {
+	parent := &Job{Host: "a", BindTo: "core", HostBindTo: "socket", MapBy: "numa", Membind: "bind:0", Iface: "ib0"}
+	for _, tc := range []struct{ sub, want string }{{"", ""}, {"user:1,0", "user:1,0"}, {"none", "none"}} {
+		c := parent.ForChild(Subtree{Host: "b", Index: 1, BindTo: tc.sub})
+		if c.HostBindTo != tc.want || c.BindTo != "core" || c.MapBy != "numa" || c.Membind != "bind:0" || c.Iface != "ib0" || c.Host != "b" {
+			t.Errorf("binding=%q: child job %+v", tc.sub, c)
+		}
+	}
+	if parent.HostBindTo != "socket" {
+		t.Errorf("parent changed: %+v", parent)
+	}
+}

@@ -2,8 +2,10 @@ package launcher
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // Recording is a Proc that keeps the first error of its byte stream: a
@@ -27,13 +29,31 @@ func (p *Recording) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// exitWait bounds how long Reason waits for the exit of a launcher whose
+// stream ended cleanly. Having closed its output it is exiting; the bound
+// only keeps a wedged one from holding up the caller.
+var exitWait = 2 * time.Second
+
 // Reason explains a lost stream: the transport's error when it has a
-// better one than end-of-file, else sessErr.
+// better one than end-of-file, else sessErr with the exit status of the
+// proxy or its launcher (an rsh agent that could not reach its host exits
+// 3 after closing the stream: the end of the stream can reach us before
+// its exit, so the exit is waited for).
 func (p *Recording) Reason(sessErr error) error {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil && !errors.Is(p.err, io.EOF) {
-		return p.err
+	rerr := p.err
+	p.mu.Unlock()
+	if rerr != nil && !errors.Is(rerr, io.EOF) {
+		return rerr
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Proc.Wait() }()
+	select {
+	case werr := <-done:
+		if werr != nil {
+			return fmt.Errorf("%w; gompi-proxy or its launcher: %v", sessErr, werr)
+		}
+	case <-time.After(exitWait):
 	}
 	return sessErr
 }

@@ -132,6 +132,9 @@ func advertise(port int) []string {
 // Name implements Backend.
 func (s *Slurm) Name() string { return "slurm" }
 
+// Advertised are the addresses proxies are told to connect back to.
+func (s *Slurm) Advertised() []string { return s.cfg.Advertise }
+
 // Expect implements Batcher.
 func (s *Slurm) Expect(hosts []string) {
 	s.mu.Lock()

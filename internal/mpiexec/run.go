@@ -80,9 +80,15 @@ type Config struct {
 	PMIPort bool
 	// PMITrace makes proxies print every PMI exchange to their stderr.
 	PMITrace bool
-	// BindTo is -bind-to (TYPE or TYPE:N, as package bind parses it);
-	// "" binds nothing.
+	// BindTo is -bind-to (TYPE, TYPE:N or user:..., as package bind
+	// parses it); "" binds nothing. A host's binding= replaces it there.
 	BindTo string
+	// MapBy is -map-by (TYPE or TYPE:N); Membind is -membind.
+	MapBy, Membind string
+	// Iface is -iface: the network interface ranks advertise, resolved by
+	// each proxy on its own host, and the one the Slurm launcher's
+	// connect-back listener uses.
+	Iface string
 	// IOCacheDirs are node-local MPI-IO cache directories every proxy
 	// replays (journal.ReplayDir) before it starts its ranks.
 	IOCacheDirs []string
@@ -353,7 +359,8 @@ func (j *job) run(ctx context.Context) (int, error) {
 			jb := &control.Job{
 				Version: control.Version, JobID: jobID, Host: h.Name, Size: j.layout.Size(),
 				GraceMS: int(cfg.Grace / time.Millisecond), Apps: apps, Ranks: t.sub.Ranks,
-				Env: rankEnv, EnvNone: cfg.EnvNone, BindTo: cfg.BindTo,
+				Env: rankEnv, EnvNone: cfg.EnvNone, BindTo: cfg.BindTo, HostBindTo: t.sub.BindTo,
+				MapBy: cfg.MapBy, Membind: cfg.Membind, Iface: cfg.Iface,
 				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
 				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace, IOCacheDirs: cfg.IOCacheDirs,
 				Index: t.sub.Index, Children: t.sub.Children, ProxyPath: cfg.ProxyPath,

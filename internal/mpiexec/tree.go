@@ -47,7 +47,8 @@ func planTree(hosts []hostfile.Host, backend func(hostfile.Host) launcher.Backen
 		// A fork means "this machine" only as seen from gompiexec, unless
 		// every host is forked (-launcher fork: all hosts are this one).
 		if r == nil || (r.Name == "fork" && !allFork) {
-			tops = append(tops, plannedTop{sub: control.Subtree{Index: i, Host: hosts[i].Name, User: hosts[i].User, Ranks: ranks(i)}})
+			tops = append(tops, plannedTop{sub: control.Subtree{Index: i, Host: hosts[i].Name, User: hosts[i].User,
+				BindTo: hosts[i].Binding, Ranks: ranks(i)}})
 			continue
 		}
 		kb, _ := json.Marshal(r)
@@ -72,7 +73,7 @@ func planTree(hosts []hostfile.Host, backend func(hostfile.Host) launcher.Backen
 			lo, hi := c*len(idx)/k, (c+1)*len(idx)/k
 			h := idx[lo]
 			out = append(out, control.Subtree{Index: h, Host: hosts[h].Name, User: hosts[h].User,
-				Ranks: ranks(h), Children: build(idx[lo+1 : hi])})
+				BindTo: hosts[h].Binding, Ranks: ranks(h), Children: build(idx[lo+1 : hi])})
 		}
 		return out
 	}

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,10 +24,56 @@ func allowedCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// affinityAround is a launcher.StartLockedWith wrapper: a child inherits
-// the affinity of the thread that forks it, so the locked fork thread takes
-// the rank's CPUs for the fork and gets its own mask back right after.
-func affinityAround(cpus []int) (func(func() error) error, error) {
+// Linux memory policy modes (linux/mempolicy.h).
+const (
+	mpolDefault    = 0
+	mpolBind       = 2
+	mpolInterleave = 3
+	mpolLocal      = 4
+)
+
+// nodeMask holds up to 1024 NUMA nodes, the kernel's largest MAX_NUMNODES
+// on common configurations; get_mempolicy refuses a smaller mask than the
+// kernel's node count.
+type nodeMask [16]uint64
+
+// memPolicy is a thread's policy as get_mempolicy reports it.
+type memPolicy struct {
+	mode int
+	mask nodeMask
+}
+
+func getMempolicy() (memPolicy, error) {
+	var p memPolicy
+	var mode int32
+	_, _, e := unix.Syscall6(unix.SYS_GET_MEMPOLICY, uintptr(unsafe.Pointer(&mode)),
+		uintptr(unsafe.Pointer(&p.mask[0])), uintptr(len(p.mask)*64+1), 0, 0, 0)
+	if e != 0 {
+		return p, fmt.Errorf("get_mempolicy: %w", e)
+	}
+	p.mode = int(mode)
+	return p, nil
+}
+
+func setMempolicy(p memPolicy) error {
+	// The kernel reads maxnode-1 bits (a historic off-by-one numactl
+	// compensates for too); MPOL_DEFAULT and MPOL_LOCAL take no mask.
+	mask, maxnode := uintptr(unsafe.Pointer(&p.mask[0])), uintptr(len(p.mask)*64+1)
+	if p.mode&0xffff == mpolDefault || p.mode&0xffff == mpolLocal {
+		mask, maxnode = 0, 0
+	}
+	if _, _, e := unix.Syscall(unix.SYS_SET_MEMPOLICY, uintptr(p.mode), mask, maxnode); e != 0 {
+		return fmt.Errorf("set_mempolicy: %w", e)
+	}
+	return nil
+}
+
+// placeAround is a launcher.StartLockedWith wrapper: a child inherits the
+// CPU affinity and the memory policy of the thread that forks it (and
+// keeps the policy across exec), so the locked fork thread takes the
+// rank's CPUs (cpus; nil leaves them) and policy ("" leaves it) for the
+// fork and gets its own back right after.
+func placeAround(cpus []int, policy string, nodes []int) (func(func() error) error, error) {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		if c >= len(set)*64 {
@@ -34,19 +81,46 @@ func affinityAround(cpus []int) (func(func() error) error, error) {
 		}
 		set.Set(c)
 	}
+	var pol memPolicy
+	switch policy {
+	case "firsttouch":
+		pol.mode = mpolLocal
+	case "bind", "interleave":
+		pol.mode = mpolBind
+		if policy == "interleave" {
+			pol.mode = mpolInterleave
+		}
+		for _, n := range nodes {
+			if n >= len(pol.mask)*64 {
+				return nil, fmt.Errorf("NUMA node %d beyond the %d a mask holds", n, len(pol.mask)*64)
+			}
+			pol.mask[n/64] |= 1 << (n % 64)
+		}
+	}
 	return func(start func() error) error {
-		var old unix.CPUSet
-		if err := unix.SchedGetaffinity(0, &old); err != nil {
-			return fmt.Errorf("reading the fork thread's CPU affinity: %w", err)
+		if cpus != nil {
+			var old unix.CPUSet
+			if err := unix.SchedGetaffinity(0, &old); err != nil {
+				return fmt.Errorf("reading the fork thread's CPU affinity: %w", err)
+			}
+			if err := unix.SchedSetaffinity(0, &set); err != nil {
+				return fmt.Errorf("binding to CPUs %v: %w", cpus, err)
+			}
+			// The old mask was just valid; a restore failure would need the
+			// cpuset to shrink between the two calls. The rank then started,
+			// so its error must not hide that it runs: it is not returned.
+			defer unix.SchedSetaffinity(0, &old)
 		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			return fmt.Errorf("binding to CPUs %v: %w", cpus, err)
+		if policy != "" {
+			old, err := getMempolicy()
+			if err != nil {
+				return fmt.Errorf("reading the fork thread's memory policy: %w", err)
+			}
+			if err := setMempolicy(pol); err != nil {
+				return fmt.Errorf("-membind %s on nodes %v: %w", policy, nodes, err)
+			}
+			defer setMempolicy(old)
 		}
-		err := start()
-		// The old mask was just valid; a restore failure would need the
-		// cpuset to shrink between the two calls. The rank then started,
-		// so its error must not hide that it runs: it is not returned.
-		unix.SchedSetaffinity(0, &old)
-		return err
+		return start()
 	}, nil
 }

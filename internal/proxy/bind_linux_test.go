@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -41,7 +43,7 @@ func TestAffinityAroundRestoresForkThread(t *testing.T) {
 	}
 	full := bind.Format(allowed)
 	last := allowed[len(allowed)-1:]
-	around, err := affinityAround(last)
+	around, err := placeAround(last, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,36 +61,115 @@ func TestAffinityAroundRestoresForkThread(t *testing.T) {
 	}
 }
 
+// childPolicy starts a shell through start that prints the policy of its
+// first mapping in /proc/self/numa_maps (the policy the process started
+// with: exec keeps the forking thread's).
+func childPolicy(t *testing.T, start func(*exec.Cmd) error) string {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command("sh", "-c", "head -1 /proc/self/numa_maps")
+	cmd.Stdout = &out
+	if err := start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(out.String())
+	if len(f) < 2 {
+		t.Fatalf("numa_maps line %q", out.String())
+	}
+	return f[1]
+}
+
+// A -membind fork starts with its policy and the fork thread gets its own
+// (the default) back. This VM has node 0 only, so node 0 is used.
+func TestMemPolicyAround(t *testing.T) {
+	if _, err := os.Stat("/proc/self/numa_maps"); err != nil {
+		t.Fatalf("no numa_maps (kernel without NUMA?): %v", err)
+	}
+	for _, tc := range []struct {
+		policy string
+		nodes  []int
+		want   string
+	}{
+		{"bind", []int{0}, "bind:0"},
+		{"interleave", []int{0}, "interleave:0"},
+		{"firsttouch", nil, "local"},
+	} {
+		around, err := placeAround(nil, tc.policy, tc.nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := func(c *exec.Cmd) error { return launcher.StartLockedWith(c, around) }
+		for i := 0; i < 2; i++ {
+			if got := childPolicy(t, bound); got != tc.want {
+				t.Errorf("%s: child's policy %s, want %s", tc.policy, got, tc.want)
+			}
+			if got := childPolicy(t, launcher.StartLocked); got != "default" {
+				t.Errorf("child forked after a %s one: policy %s, want default", tc.policy, got)
+			}
+		}
+	}
+}
+
 // A host whose topology cannot be read refuses the job naming itself, and
-// -bind-to none (or absent) leaves the fork path without a wrapper.
+// without -bind-to or -membind (or with none) the fork path has no wrapper.
 func TestPlanBinding(t *testing.T) {
 	defer func(r string) { sysfsRoot = r }(sysfsRoot)
 	ranks := []control.RankSpec{{Rank: 4, LocalRank: 0}, {Rank: 5, LocalRank: 1}}
+	allowed, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys := "/sys/devices/system"
 	for _, tc := range []struct {
-		bindTo, root string
-		wantErr      string
-		wantBind     bool
+		job      control.Job
+		root     string
+		wantErr  string
+		wantBind []bool // a wrapper for rank 4, 5
 	}{
-		{"", "/sys/devices/system", "", false},
-		{"core", "/sys/devices/system", "", true},
-		{"core", t.TempDir(), "host node7: -bind-to core: reading the topology", false},
-		{"cores", "/sys/devices/system", `host node7: -bind-to "cores": unknown type`, false},
+		{control.Job{}, sys, "", nil},
+		{control.Job{BindTo: "core"}, sys, "", []bool{true, true}},
+		{control.Job{BindTo: "core", MapBy: "socket"}, sys, "", []bool{true, true}},
+		{control.Job{Membind: "interleave:0"}, sys, "", []bool{true, true}},
+		{control.Job{Membind: "nexttouch"}, sys, "", nil},
+		// user: binds the ranks it lists only.
+		{control.Job{BindTo: fmt.Sprintf("user:%d", allowed[0])}, sys, "", []bool{true, false}},
+		// The host file's binding= replaces -bind-to on its host.
+		{control.Job{BindTo: "core", HostBindTo: "none"}, sys, "", nil},
+		{control.Job{HostBindTo: "core"}, sys, "", []bool{true, true}},
+		{control.Job{BindTo: "core"}, t.TempDir(), "host node7: -bind-to core: reading the topology", nil},
+		{control.Job{BindTo: "cores"}, sys, `host node7: -bind-to "cores": unknown type`, nil},
+		{control.Job{BindTo: "core", MapBy: "board"}, sys, `host node7: -map-by "board": unknown type`, nil},
+		{control.Job{BindTo: "l7cache"}, sys, "host node7: -bind-to l7cache: no l7cache among the CPUs", nil},
+		{control.Job{BindTo: "user:4095"}, sys, "host node7: rank 4: -bind-to user:4095: CPU 4095 is not among the CPUs this host allows", nil},
+		{control.Job{Membind: "bind:77"}, sys, "host node7: rank 4: -membind bind:77: NUMA node 77 does not exist here", nil},
 	} {
 		sysfsRoot = tc.root
-		p := &proxy{log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-			job: &control.Job{Host: "node7", BindTo: tc.bindTo, Ranks: ranks}}
+		job := tc.job
+		job.Host, job.Ranks = "node7", ranks
+		p := &proxy{log: slog.New(slog.NewTextHandler(io.Discard, nil)), job: &job}
 		err := p.planBinding()
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("%q in %s: err %v, want %q", tc.bindTo, tc.root, err, tc.wantErr)
+				t.Errorf("%+v in %s: err %v, want %q", tc.job, tc.root, err, tc.wantErr)
 			}
 			continue
 		}
 		if err != nil {
-			t.Fatalf("%q: %v", tc.bindTo, err)
+			t.Fatalf("%+v: %v", tc.job, err)
 		}
-		if (p.bind != nil) != tc.wantBind || (tc.wantBind && (p.bind[4] == nil || p.bind[5] == nil)) {
-			t.Errorf("%q: bind %v, want a wrapper per rank: %v", tc.bindTo, p.bind, tc.wantBind)
+		if tc.wantBind == nil {
+			if p.bind != nil {
+				t.Errorf("%+v: wrappers %v, want none", tc.job, p.bind)
+			}
+			continue
+		}
+		for i, r := range []int{4, 5} {
+			if (p.bind[r] != nil) != tc.wantBind[i] {
+				t.Errorf("%+v: rank %d wrapper %v, want one: %v", tc.job, r, p.bind[r] != nil, tc.wantBind[i])
+			}
 		}
 	}
 }

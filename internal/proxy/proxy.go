@@ -85,9 +85,11 @@ type proxy struct {
 	job   *control.Job
 	ranks []*rank
 	pgid  int // process group of all local ranks
-	// bind is, per rank, the fork wrapper that sets its CPUs (-bind-to);
-	// nil without binding.
+	// bind is, per rank, the fork wrapper that sets its CPUs and memory
+	// policy (-bind-to, -membind); nil without binding.
 	bind map[int]func(start func() error) error
+	// ifaceEnv is what -iface sets in every rank's environment.
+	ifaceEnv []string
 	// guardPipe keeps the group's guard waiting; groupKilled: SIGKILL went
 	// to the group, whose id may be reused once it is empty.
 	guardPipe    *os.File
@@ -345,10 +347,14 @@ func (p *proxy) start() error {
 			return fmt.Errorf("proxy: host %s: replaying the MPI-IO cache %s: %w", p.job.Host, dir, err)
 		}
 	}
-	if p.job.BindTo != "" {
+	if p.job.BindTo != "" || p.job.HostBindTo != "" || p.job.Membind != "" {
 		if err := p.planBinding(); err != nil {
 			return err
 		}
+	}
+	var err error
+	if p.ifaceEnv, err = ifaceEnv(p.job); err != nil {
+		return err
 	}
 	p.topo = topoEnv(p.ctx, p.job.Env, p.cfg.Topo)
 	p.sweptDead = make(chan struct{})
@@ -511,8 +517,9 @@ func (p *proxy) startRank(rs control.RankSpec) (*rank, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: p.pgid, Pdeathsig: syscall.SIGKILL}
 	start := launcher.StartLocked
 	if p.bind != nil {
-		around := p.bind[rs.Rank]
-		start = func(c *exec.Cmd) error { return launcher.StartLockedWith(c, around) }
+		if around := p.bind[rs.Rank]; around != nil {
+			start = func(c *exec.Cmd) error { return launcher.StartLockedWith(c, around) }
+		}
 	}
 	err = start(cmd)
 	if errors.Is(err, syscall.ENOEXEC) && !isBinary(cmd.Path) {
@@ -840,6 +847,9 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 			for _, kv := range p.topo {
 				base.set(kv)
 			}
+		}
+		for _, kv := range p.ifaceEnv {
+			base.set(kv)
 		}
 		p.appEnv[rs.AppNum] = base
 	}

@@ -61,6 +61,7 @@ type Cluster struct {
 	mu       sync.Mutex
 	closed   bool
 	nclients int
+	networks map[string][]string // AddNetwork's addresses by device
 }
 
 // Host is one namespace running sshd.
@@ -458,4 +459,40 @@ func tail(b []byte) string {
 		b = b[len(b)-2000:]
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// AddNetwork gives every host a second interface dev on a network of its
+// own, subnet.(10+i)/24 on host i (the root namespace has no address on
+// it), through the same switch, and returns the hosts' addresses. Calling
+// it again with the same dev returns the same addresses.
+func (c *Cluster) AddNetwork(dev, subnet string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addrs, ok := c.networks[dev]; ok {
+		return addrs, nil
+	}
+	sw := []string{"-n", c.switchNS}
+	var addrs []string
+	for i, h := range c.Hosts {
+		addr := fmt.Sprintf("%s.%d", subnet, 11+i)
+		port := h.port + "-" + dev
+		hn := []string{"-n", h.NS}
+		for _, args := range [][]string{
+			{"link", "add", dev, "netns", h.NS, "type", "veth", "peer", "name", port, "netns", c.switchNS},
+			append(sw, "link", "set", port, "master", "br0"),
+			append(sw, "link", "set", port, "up"),
+			append(hn, "addr", "add", addr+"/24", "dev", dev),
+			append(hn, "link", "set", dev, "up"),
+		} {
+			if err := ipCmd(args...); err != nil {
+				return nil, err
+			}
+		}
+		addrs = append(addrs, addr)
+	}
+	if c.networks == nil {
+		c.networks = map[string][]string{}
+	}
+	c.networks[dev] = addrs
+	return addrs, nil
 }

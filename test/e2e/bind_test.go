@@ -62,11 +62,15 @@ func TestBindTo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			sets, err := topo.Plan(spec, bind.Spec{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var want []string
 			for l := 0; l < n; l++ {
 				cpus := allowed
 				if !spec.None() {
-					cpus = bind.Assign(topo.Objects(spec.Type), l, spec.N)
+					cpus = bind.Pick(sets, spec, l)
 				}
 				want = append(want, fmt.Sprintf("%d %d %s", l, l, bind.Format(cpus)))
 			}

@@ -21,7 +21,7 @@ var binDir string
 func TestMain(m *testing.M) {
 	os.Exit(testkit.MainWithBinaries(m, &binDir, "gompi-e2e-",
 		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"),
-		testkit.Pkg("test/e2e/progs/rankprog"), testkit.Pkg("examples/hello")))
+		testkit.Pkg("test/e2e/progs/rankprog"), testkit.Pkg("examples/hello"), testkit.Pkg("examples/pi")))
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
