@@ -120,7 +120,7 @@ func main() {
 		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.
 		err = errors.New("gompi-proxy: terminated by a signal; this host's ranks were killed")
 	}
-	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) {
+	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) && !errors.Is(err, proxy.ErrReported) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)
 		os.Exit(1)
 	}

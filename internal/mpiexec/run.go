@@ -220,6 +220,9 @@ type hostState struct {
 	name string
 	top  int  // index in job.tops of the proxy that routes to it
 	done bool // sent MsgDone or was lost
+	// failed: the proxy reported why it cannot go on (an error message
+	// for no rank), so its session's end that follows is no news.
+	failed bool
 }
 
 type event struct {
@@ -496,7 +499,11 @@ func (j *job) loop(ctx context.Context) int {
 			if ev.err != nil {
 				for _, h := range top.hosts {
 					if ended(h) && !j.lostQuiet {
-						j.proxyLost(h, fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.Reason(ev.err)))
+						why := fmt.Sprintf("lost connection to gompi-proxy on %s (%v)", j.hosts[top.index].name, top.proc.Reason(ev.err))
+						if j.hosts[h].failed {
+							why = ""
+						}
+						j.proxyLost(h, why)
 					}
 				}
 				j.release(ev.top)
@@ -545,7 +552,12 @@ func (j *job) loop(ctx context.Context) int {
 					}
 					j.rankExited(ev.msg.Rank, code, 0, ev.msg.Error, ev.msg.At)
 				} else {
-					j.internalFailure(fmt.Sprintf("proxy on %s: %s", hs.name, ev.msg.Error))
+					hs.failed = true
+					msg := ev.msg.Error
+					if !strings.Contains(msg, hs.name) {
+						msg = fmt.Sprintf("proxy on %s: %s", hs.name, msg)
+					}
+					j.internalFailure(msg)
 				}
 			case control.MsgDone:
 				if ended(host) {
@@ -780,7 +792,7 @@ func (j *job) proxyLost(host int, why string) {
 	}
 	if lost {
 		j.hostLost(host)
-		if !strings.Contains(why, j.hosts[host].name) {
+		if why != "" && !strings.Contains(why, j.hosts[host].name) {
 			why = fmt.Sprintf("host %s: %s", j.hosts[host].name, why)
 		}
 		j.internalFailure(why)

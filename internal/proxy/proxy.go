@@ -31,6 +31,19 @@ import (
 // ErrLauncherLost means the session to gompiexec ended before the job did.
 var ErrLauncherLost = errors.New("proxy: lost connection to launcher")
 
+// ErrReported marks an error Run has already sent to the launcher, which
+// shows it: gompi-proxy need not print it again.
+var ErrReported = errors.New("proxy: error reported to the launcher")
+
+// fail reports err to the launcher for no rank in particular and returns
+// it, marked ErrReported when the launcher got it.
+func (p *proxy) fail(err error) error {
+	if p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()}) == nil {
+		return fmt.Errorf("%w: %w", ErrReported, err)
+	}
+	return err
+}
+
 // Config tunes a proxy.
 type Config struct {
 	// Log receives diagnostics; nil discards them.
@@ -166,9 +179,7 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	}
 	p.job = f.Msg.Job
 	if p.job.Version != control.Version {
-		err := fmt.Errorf("proxy: protocol version %d, launcher speaks %d (install matching gompi-proxy)", control.Version, p.job.Version)
-		p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
-		return err
+		return p.fail(fmt.Errorf("proxy: protocol version %d, launcher speaks %d (install matching gompi-proxy)", control.Version, p.job.Version))
 	}
 
 	done := make(chan struct{})
@@ -176,13 +187,12 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 	defer p.tree.close()
 	p.up = newUplink(p.send, p.tree.fence)
 	if err := p.setupPMI(ctx); err != nil {
-		p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
-		return err
+		return p.fail(err)
 	}
 	// Children first: their start crosses the network while ours forks.
 	p.tree.start(ctx)
 	if err := p.start(); err != nil {
-		p.send(control.Msg{T: control.MsgError, Rank: -1, Error: err.Error()})
+		err = p.fail(err)
 		p.killAll(syscall.SIGKILL)
 		return err
 	}

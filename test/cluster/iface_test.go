@@ -41,4 +41,7 @@ func TestIfaceAcrossHosts(t *testing.T) {
 	if want := fmt.Sprintf(`host %s: -iface eth2: no network interface "eth2" here (interfaces: lo, eth0, eth1)`, c.Hosts[1].Name); r.Code != 255 || !strings.Contains(r.Stderr, want) {
 		t.Errorf("missing interface: exit %d, stderr %q; want 255 and %q", r.Code, r.Stderr, want)
 	}
+	if strings.Contains(r.Stderr, "lost connection") || strings.Count(r.Stderr, "no network interface") != 1 {
+		t.Errorf("missing interface: the error should be said once, as the proxy's:\n%s", r.Stderr)
+	}
 }

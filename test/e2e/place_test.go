@@ -106,6 +106,7 @@ func TestMembind(t *testing.T) {
 	if r.Code != 255 || !strings.Contains(r.Stderr, "-membind bind:7: NUMA node 7 does not exist here (nodes: 0)") {
 		t.Errorf("node 7: exit %d, stderr %q", r.Code, r.Stderr)
 	}
+	oneLine(t, r.Stderr)
 }
 
 // A host file's binding= replaces -bind-to on its host only.
@@ -194,5 +195,15 @@ func TestIface(t *testing.T) {
 	r = runJob(t, "", "-iface", "gompi-none0", "-n", "1", "/bin/true")
 	if r.Code != 255 || !strings.Contains(r.Stderr, `host localhost: -iface gompi-none0: no network interface "gompi-none0" here`) {
 		t.Errorf("unknown interface: exit %d, stderr %q", r.Code, r.Stderr)
+	}
+	oneLine(t, r.Stderr)
+}
+
+// oneLine checks that a proxy's set-up error is said once: not again by
+// gompi-proxy itself, nor as a lost connection with its exit status.
+func oneLine(t *testing.T, stderr string) {
+	t.Helper()
+	if n := strings.Count(strings.TrimSpace(stderr), "\n"); n != 0 {
+		t.Errorf("stderr has %d lines, want the error once:\n%s", n+1, stderr)
 	}
 }
