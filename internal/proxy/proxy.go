@@ -861,6 +861,9 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 		for _, kv := range p.ifaceEnv {
 			base.set(kv)
 		}
+		// As Hydra: gfortran ranks otherwise buffer their output to our
+		// pipes and it arrives late or, at a crash, never.
+		base.set("GFORTRAN_UNBUFFERED_PRECONNECTED=y")
 		p.appEnv[rs.AppNum] = base
 	}
 	p.mu.Unlock()

@@ -323,6 +323,14 @@ func TestEnvironmentModes(t *testing.T) {
 	if !strings.Contains(r.Stdout, "marker=inherited") {
 		t.Fatalf("-genvlist: %q", r.Stdout)
 	}
+	// gfortran buffers a pipe's output unless told not to: Hydra always
+	// tells it, whatever the environment options and the user's value.
+	for _, opts := range [][]string{nil, {"-genvnone"}, {"-genv", "GFORTRAN_UNBUFFERED_PRECONNECTED", "n"}} {
+		args := append(append([]string{}, opts...), "-n", "1", "/bin/sh", "-c", "echo g=$GFORTRAN_UNBUFFERED_PRECONNECTED")
+		if r := runJob(t, "", args...); r.Stdout != "g=y\n" {
+			t.Errorf("%v: %q, want g=y (%s)", opts, r.Stdout, r.Stderr)
+		}
+	}
 }
 
 func TestSeveralProxies(t *testing.T) {
