@@ -360,3 +360,24 @@ func TestSkip(t *testing.T) {
 		})
 	}
 }
+
+// TestManifestModeLikeRankFiles: a manifest is created with the rank
+// files' mode (0644 less the umask). It was 0600 (os.CreateTemp), so on a
+// group's shared prefix another user's `gompiexec ckpt verify` or restart
+// found every epoch's rank files readable but not its manifest, and listed
+// the epochs as bad ("permission denied") instead of committed.
+func TestManifestModeLikeRankFiles(t *testing.T) {
+	prefix := t.TempDir()
+	writeEpoch(t, prefix, 3, 2, true)
+	var modes []os.FileMode
+	for _, name := range []string{ManifestName, RankName(0)} {
+		st, err := os.Stat(filepath.Join(EpochDir(prefix, 3), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes = append(modes, st.Mode().Perm())
+	}
+	if modes[0] != modes[1] {
+		t.Fatalf("manifest mode %v, rank file mode %v", modes[0], modes[1])
+	}
+}
