@@ -175,7 +175,9 @@ type Ckpt struct {
 	names  map[string]bool
 	regErr error // the first bad registration, returned by Checkpoint and Restore
 	redist func(*OldEpoch) error
-	leader bool  // writes this node's cache manifest
+	leader bool // writes this node's cache manifest
+	// unlock releases the node's cache lock (the leader holds it).
+	unlock func()
 	onNode []int // the ranks on this rank's node (same host, same cache)
 	// Partner copies: the rank this rank sends its file to (-1: none) and
 	// the ranks that send theirs here.
@@ -307,6 +309,9 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			}
 		}
 		c.leader = c.onNode[0] == dup.Rank()
+		if err := c.lockCache(); err != nil {
+			return nil, err
+		}
 		if cfg.Partner {
 			plan := partnerPlan(ids)
 			c.partnerTo = plan[dup.Rank()]
@@ -376,6 +381,34 @@ func nodeID(comm *mpi.Comm, cache string) (string, error) {
 		return "", err
 	}
 	return strconv.Itoa(low) + "\x00" + cache, nil
+}
+
+// lockCache (collective): the first rank of each node locks the node's
+// cache for the job's lifetime, and every rank fails if some node's cache
+// is another running job's (layout.LockCache says why sharing is unsafe).
+func (c *Ckpt) lockCache() error {
+	var err error
+	if c.leader {
+		c.unlock, err = layout.LockCache(c.cfg.Cache)
+	}
+	bad := []int64{0}
+	if err != nil {
+		bad[0] = 1
+	}
+	if rerr := mpi.Allreduce(c.comm, bad, bad, mpi.Max); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err == nil && bad[0] != 0 {
+		err = fmt.Errorf("%w on another rank's node (see its error)", layout.ErrCacheInUse)
+	}
+	if err != nil {
+		if c.unlock != nil {
+			c.unlock()
+			c.unlock = nil
+		}
+		return fmt.Errorf("ckpt: rank %d: %w", c.comm.Rank(), err)
+	}
+	return nil
 }
 
 // raise records request seq.
@@ -822,6 +855,9 @@ func (c *Ckpt) Close() error {
 	}
 	c.closed = true
 	close(c.stop)
+	if c.unlock != nil {
+		defer c.unlock()
+	}
 	if c.flushQ != nil {
 		close(c.flushQ)
 		c.flushWG.Wait()
