@@ -441,6 +441,10 @@ func (c *cache) flushOne(e journal.Extent, buf *[]byte) error {
 	return journal.Copy(c.target, c.data, &e, *buf)
 }
 
+// syncTarget syncs the shared file (a variable for tests: a real fsync
+// failure needs a file system that fails write-back).
+var syncTarget = (*os.File).Sync
+
 // drain waits until every cached extent is on the shared file, syncs it,
 // and empties the journal.
 func (c *cache) drain() error {
@@ -459,8 +463,18 @@ func (c *cache) drain() error {
 	if c.seq == 0 || c.dataEnd == 0 {
 		return nil
 	}
-	if err := c.target.Sync(); err != nil {
-		return err
+	if err := syncTarget(c.target); err != nil {
+		// The flushed records promised bytes that may never reach the
+		// file (a write-back error is reported here, after the writes
+		// succeeded): mark them unflushed, so that replay writes every
+		// extent since the last drain again, and keep the pair (sticky,
+		// as a failed flush). It was emptied by Close all the same, and
+		// the acknowledged writes were lost.
+		if uerr := journal.Unflush(c.jnl); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		c.err = fmt.Errorf("cache: fsync %s (the journal %s keeps the writes for replay): %w", c.target.Name(), c.jnlPath, err)
+		return c.err
 	}
 	// Everything is durable on the shared file: start a new journal.
 	if err := c.jnl.Truncate(0); err != nil {

@@ -540,3 +540,65 @@ func TestCacheAtomicMode(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheSyncFailureKeepsJournal: when the fsync of the shared file
+// fails (NFS reports a lost write-back, ENOSPC or EDQUOT, at fsync), the
+// cached writes are not known to be on the file, so the journal must keep
+// them for replay. Close removed the journal pair all the same (and a
+// failed Sync left flushed records that made replay skip them): the
+// acknowledged writes were lost, the file kept its old bytes.
+func TestCacheSyncFailureKeepsJournal(t *testing.T) {
+	for _, viaSync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sync=%v", viaSync), func(t *testing.T) {
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+			old, neu := bytes.Repeat([]byte{'o'}, 8192), bytes.Repeat([]byte{'n'}, 8192)
+			if err := os.WriteFile(path, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			lost := errors.New("write-back lost (test)")
+			restore := mpiio.SetTestSyncFail(lost)
+			defer restore()
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeRdwr, mpiio.Hints{"gompi_cache_dir": cdir})
+				if err != nil {
+					return err
+				}
+				if _, err := f.WriteAt(neu[:4096], 0); err != nil {
+					return err
+				}
+				if _, err := f.WriteAt(neu[4096:], 4096); err != nil {
+					return err
+				}
+				if viaSync {
+					if err := f.Sync(); !errors.Is(err, lost) {
+						return fmt.Errorf("Sync: %v, want the fsync error", err)
+					}
+				}
+				if err := f.Close(); !errors.Is(err, lost) {
+					return fmt.Errorf("Close: %v, want the fsync error", err)
+				}
+				return nil
+			})
+			restore()
+			// What the failed write-back left on the file system.
+			if err := os.WriteFile(path, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeRdonly, mpiio.Hints{"gompi_cache_dir": cdir})
+				if err != nil {
+					return err
+				}
+				got := make([]byte, len(neu))
+				if _, err := f.ReadAt(got, 0); err != nil {
+					return err
+				}
+				if !bytes.Equal(got, neu) {
+					return fmt.Errorf("read back %q... after replay, want the acknowledged %q...", got[:8], neu[:8])
+				}
+				return f.Close()
+			})
+		})
+	}
+}
