@@ -380,7 +380,13 @@ func apply(target, dataPath string, pending []Extent) error {
 		return err
 	}
 	defer data.Close()
-	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE, 0o666)
+	// Not created: the crashed job's Open made it, so a missing file was
+	// removed since (or its file system is not mounted here), and a new
+	// one would hold only these extents, or hide them from the real one.
+	out, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w (removed since the crash, or its file system not mounted here?): the journal keeps its cached writes; remove the journal if they are not wanted", err)
+	}
 	if err != nil {
 		return err
 	}
