@@ -112,7 +112,10 @@ func ParseEpochDir(name string) (int, bool) {
 		}
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || filepath.Base(EpochDir("", n)) != name {
+		// Only the name EpochDir gives: every reader and remover finds
+		// an epoch by that name ("epoch.7" was listed as epoch 7, whose
+		// removal then removed nothing).
 		return 0, false
 	}
 	return n, true

@@ -381,3 +381,23 @@ func TestManifestModeLikeRankFiles(t *testing.T) {
 		t.Fatalf("manifest mode %v, rank file mode %v", modes[0], modes[1])
 	}
 }
+
+// TestParseEpochDir: only EpochDir's own names are epochs. "epoch.7" was
+// listed as epoch 7 (incomplete) by gompiexec ckpt list, while every
+// reader and Remove looked for epoch.000007, so it was never removed.
+func TestParseEpochDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    int
+		ok   bool
+	}{
+		{"epoch.000007", 7, true}, {"epoch.1234567", 1234567, true}, {"epoch.000000", 0, true},
+		{"epoch.7", 0, false}, {"epoch.0000007", 0, false}, {"epoch.", 0, false},
+		{"epoch.00000a", 0, false}, {"epoch.-00001", 0, false}, {"rank.00001", 0, false},
+	} {
+		e, ok := ParseEpochDir(tc.name)
+		if e != tc.e || ok != tc.ok {
+			t.Errorf("ParseEpochDir(%q) = %d, %v; want %d, %v", tc.name, e, ok, tc.e, tc.ok)
+		}
+	}
+}
