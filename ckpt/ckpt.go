@@ -82,7 +82,9 @@ type Config struct {
 	Prefix string
 	// Cache, when set, is a node-local directory checkpoints are written
 	// to first; each rank then flushes its file to Prefix in the
-	// background (docs/ckpt.md, "Levels").
+	// background (docs/ckpt.md, "Levels"). It serves one prefix
+	// (layout.ErrForeignCache) and one running job at a time
+	// (layout.ErrCacheInUse).
 	Cache string
 	// Partner, with Cache, also copies each rank's cache file to a rank on
 	// another node (the next node in the job's order), so that losing one
