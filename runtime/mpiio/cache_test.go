@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -599,6 +601,69 @@ func TestCacheSyncFailureKeepsJournal(t *testing.T) {
 				}
 				return f.Close()
 			})
+		})
+	}
+}
+
+// TestCacheJournalOfRemovedFile: a crashed run's journal of a file that
+// has been removed since (a user cleaning up before a rerun) is not
+// replayed into the file a new Open creates: it was, so the rerun's file
+// held the crashed run's bytes wherever the rerun did not write, and was
+// as long as the old one. Open is an error naming the journal, which is
+// kept; a file that still exists is replayed as before.
+func TestCacheJournalOfRemovedFile(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   mpiio.Mode
+		exists bool
+		rank   int // the journal's rank: 1 is an orphan of a 1-rank job
+	}{
+		{"create", mpiio.ModeCreate | mpiio.ModeRdwr, false, 0},
+		{"excl", mpiio.ModeCreate | mpiio.ModeExcl | mpiio.ModeWronly, false, 0},
+		{"orphan", mpiio.ModeCreate | mpiio.ModeRdwr, false, 1},
+		{"exists", mpiio.ModeCreate | mpiio.ModeRdwr, true, 0},
+		{"exists-orphan", mpiio.ModeRdwr, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "out"), filepath.Join(dir, "cache")
+			os.Mkdir(cdir, 0o700)
+			if tc.exists {
+				os.WriteFile(path, nil, 0o644)
+			}
+			stale := []byte("stale")
+			h := sha256.Sum256([]byte(path))
+			jnl := filepath.Join(cdir, hex.EncodeToString(h[:12])+"-r"+strconv.Itoa(tc.rank)+journal.JournalSuffix)
+			os.WriteFile(jnl, append(journal.Header(path), journal.ExtentRecord(journal.Extent{Seq: 1, FileOff: 1 << 20, Len: 5, CRC: journal.Checksum(stale)})...), 0o600)
+			os.WriteFile(strings.TrimSuffix(jnl, journal.JournalSuffix)+journal.DataSuffix, stale, 0o600)
+			var openErr error
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, tc.mode, mpiio.Hints{"gompi_cache_dir": cdir})
+				openErr = err
+				if err != nil {
+					return nil
+				}
+				return f.Close()
+			})
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.exists {
+				if openErr != nil || st.Size() != 1<<20+5 {
+					t.Fatalf("existing file: Open %v, size %d after replay", openErr, st.Size())
+				}
+				return
+			}
+			if openErr == nil || !strings.Contains(openErr.Error(), jnl) {
+				t.Fatalf("Open: %v, want an error naming %s", openErr, jnl)
+			}
+			if st.Size() != 0 {
+				t.Fatalf("the new file has %d bytes: the removed file's journal was replayed into it", st.Size())
+			}
+			if _, err := os.Stat(jnl); err != nil {
+				t.Fatalf("journal not kept: %v", err)
+			}
 		})
 	}
 }
