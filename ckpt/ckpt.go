@@ -534,115 +534,11 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 	return v[0] == 1, nil
 }
 
-// commitFlushed (collective) commits in the prefix (rank 0) the newest
-// epoch every rank has flushed, with the checksums the flushes computed,
-// and gives them to the cache manifests (the first rank of each node).
-func (c *Ckpt) commitFlushed(flushed int) error {
-	c.flushMu.Lock()
-	var mine result
-	if f, ok := c.flushedFiles[flushed]; ok {
-		mine.File = f
-	} else {
-		mine.Err = fmt.Sprintf("rank %d has no flushed file of epoch %d (its flush failed: %v)", c.comm.Rank(), flushed, c.FlushError())
-	}
-	c.flushMu.Unlock()
-	all, err := mpi.AllgatherValue(c.comm, mine)
-	if err != nil {
-		return err
-	}
-	for _, r := range all {
-		if r.Err != "" {
-			if c.comm.Rank() == 0 {
-				fmt.Fprintf(os.Stderr, "ckpt: epoch %d not committed in %s: %s\n", flushed, c.cfg.Prefix, r.Err)
-			}
-			return nil
-		}
-	}
-	if c.leader {
-		c.fillCacheChecksums(flushed, all)
-	}
-	if c.comm.Rank() != 0 {
-		return nil
-	}
-	m := c.pending[flushed]
-	if m == nil || flushed <= c.prefixCommit {
-		return nil
-	}
-	for i, r := range all {
-		if r.File.Size != m.Files[i].Size {
-			fmt.Fprintf(os.Stderr, "ckpt: epoch %d not committed in %s: rank %d flushed %d bytes, wrote %d\n",
-				flushed, c.cfg.Prefix, i, r.File.Size, m.Files[i].Size)
-			return nil
-		}
-		m.Files[i].CRC32C = r.File.CRC32C
-	}
-	// The commit (three fsyncs) and the removal of the epochs it makes
-	// old (on a disk mounted with discard, 0.3-0.7 s per GiB here) go to
-	// the committer goroutine: done here, they stalled rank 0 inside
-	// NeedCheckpoint, and every rank at its next exchange with it.
-	// prefixCommit counts the epoch from now on: the nodes' first ranks
-	// may retire cache epochs older than it, whose prefix copies stay
-	// until it is committed.
-	c.prefixCommit = flushed
-	for e := range c.pending {
-		if e <= flushed {
-			delete(c.pending, e)
-		}
-	}
-	c.commits.Add(1)
-	c.commitQ <- m
-	return nil
-}
-
-// committer (rank 0, with a cache) commits flushed epochs in the prefix
-// and prunes it, in order.
-func (c *Ckpt) committer() {
-	defer c.commitWG.Done()
-	for m := range c.commitQ {
-		if err := layout.Commit(c.cfg.Prefix, m); err != nil {
-			err = fmt.Errorf("ckpt: commit flushed epoch %d in %s: %w", m.Epoch, c.cfg.Prefix, err)
-			fmt.Fprintln(os.Stderr, err)
-			c.flushErr.Store(err)
-		} else if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
-			fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
-		}
-		c.commits.Done()
-	}
-}
-
-// fillCacheChecksums rewrites this node's cache manifest of epoch e with
-// the checksums its flush computed, if it was committed without them, so
-// that a restart from the cache checks every byte again.
-func (c *Ckpt) fillCacheChecksums(e int, all []result) {
-	m, err := layout.ReadManifest(c.cfg.Cache, e)
-	if d := c.deferred[e]; err != nil && d != nil {
-		// Written by snapshots: committed in the cache only now that
-		// every rank's file is written and synced.
-		m, err = d, nil
-	}
-	for d := range c.deferred {
-		if d <= e {
-			delete(c.deferred, d)
-		}
-	}
-	if err != nil || m.Ranks != len(all) || m.Checksummed() {
-		return
-	}
-	for i, r := range all {
-		if m.Files[i].Size != r.File.Size {
-			return
-		}
-		m.Files[i].CRC32C = r.File.CRC32C
-	}
-	if err := layout.Commit(c.cfg.Cache, m); err != nil {
-		fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
-	}
-}
-
 // result is what each rank reports after writing its file.
 type result struct {
-	File layout.File
-	Err  string
+	Epoch int // commitFlushed's: the epoch File is of
+	File  layout.File
+	Err   string
 	// Deferred: the file is still being written by a snapshot; the
 	// epoch is committed once the flush says every rank's is complete.
 	Deferred bool
@@ -767,7 +663,13 @@ func (c *Ckpt) flusher() {
 	}
 }
 
+// testFlushGate, when set (by tests), runs before each epoch's flush.
+var testFlushGate func()
+
 func (c *Ckpt) flush(j flushJob) {
+	if testFlushGate != nil && j.prealloc == 0 {
+		testFlushGate()
+	}
 	if j.prealloc > 0 {
 		if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.prealloc); err != nil {
 			fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
