@@ -686,7 +686,7 @@ func (c *Ckpt) flush(j flushJob) {
 			j.w.Abort()
 		}
 		if err != nil {
-			c.flushErr.Store(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
+			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
 			return
 		}
 	}
@@ -703,7 +703,7 @@ func (c *Ckpt) flush(j flushJob) {
 		f, err = layout.CopyFile(j.from, c.cfg.Prefix, j.epoch, j.file)
 	}
 	if err != nil {
-		c.flushErr.Store(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
+		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
 		return
 	}
 	c.flushMu.Lock()
@@ -720,6 +720,18 @@ func (c *Ckpt) flush(j flushJob) {
 	if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.file.Size); err != nil {
 		fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 	}
+}
+
+// logOut receives the messages of background failures (tests replace it).
+var logOut io.Writer = os.Stderr
+
+// flushFailed records a background flush's failure and says so at once:
+// FlushError returned it only from Flush or Close, so a job whose prefix
+// was full ran for hours with no epoch reaching it, every one only in the
+// node caches, and learned it at the end.
+func (c *Ckpt) flushFailed(err error) {
+	c.flushErr.Store(err)
+	fmt.Fprintf(logOut, "%v (that epoch is only in the node caches: a restart on other nodes cannot use it)\n", err)
 }
 
 // Flush waits until this rank's background flushes are done, then commits
