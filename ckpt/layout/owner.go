@@ -91,7 +91,7 @@ func LockCache(cache string) (unlock func(), err error) {
 		holder, _ := os.ReadFile(p)
 		f.Close()
 		if h := strings.TrimSpace(string(holder)); h != "" {
-			return nil, fmt.Errorf("%w: %s is locked by %s (%v)", ErrCacheInUse, cache, h, err)
+			return nil, fmt.Errorf("%w: %s is locked by %s (%v; or by another node of this job, if the directory is not node-local)", ErrCacheInUse, cache, h, err)
 		}
 		return nil, fmt.Errorf("%w: %s (%v)", ErrCacheInUse, p, err)
 	}
