@@ -82,7 +82,9 @@ type Config struct {
 	Prefix string
 	// Cache, when set, is a node-local directory checkpoints are written
 	// to first; each rank then flushes its file to Prefix in the
-	// background (docs/ckpt.md, "Levels").
+	// background (docs/ckpt.md, "Levels"). It serves one prefix
+	// (layout.ErrForeignCache) and one running job at a time
+	// (layout.ErrCacheInUse).
 	Cache string
 	// Partner, with Cache, also copies each rank's cache file to a rank on
 	// another node (the next node in the job's order), so that losing one
@@ -175,7 +177,9 @@ type Ckpt struct {
 	names  map[string]bool
 	regErr error // the first bad registration, returned by Checkpoint and Restore
 	redist func(*OldEpoch) error
-	leader bool  // writes this node's cache manifest
+	leader bool // writes this node's cache manifest
+	// unlock releases the node's cache lock (the leader holds it).
+	unlock func()
 	onNode []int // the ranks on this rank's node (same host, same cache)
 	// Partner copies: the rank this rank sends its file to (-1: none) and
 	// the ranks that send theirs here.
@@ -307,6 +311,9 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			}
 		}
 		c.leader = c.onNode[0] == dup.Rank()
+		if err := c.lockCache(); err != nil {
+			return nil, err
+		}
 		if cfg.Partner {
 			plan := partnerPlan(ids)
 			c.partnerTo = plan[dup.Rank()]
@@ -376,6 +383,34 @@ func nodeID(comm *mpi.Comm, cache string) (string, error) {
 		return "", err
 	}
 	return strconv.Itoa(low) + "\x00" + cache, nil
+}
+
+// lockCache (collective): the first rank of each node locks the node's
+// cache for the job's lifetime, and every rank fails if some node's cache
+// is another running job's (layout.LockCache says why sharing is unsafe).
+func (c *Ckpt) lockCache() error {
+	var err error
+	if c.leader {
+		c.unlock, err = layout.LockCache(c.cfg.Cache)
+	}
+	bad := []int64{0}
+	if err != nil {
+		bad[0] = 1
+	}
+	if rerr := mpi.Allreduce(c.comm, bad, bad, mpi.Max); rerr != nil && err == nil {
+		err = rerr
+	}
+	if err == nil && bad[0] != 0 {
+		err = fmt.Errorf("%w on another rank's node (see its error)", layout.ErrCacheInUse)
+	}
+	if err != nil {
+		if c.unlock != nil {
+			c.unlock()
+			c.unlock = nil
+		}
+		return fmt.Errorf("ckpt: rank %d: %w", c.comm.Rank(), err)
+	}
+	return nil
 }
 
 // raise records request seq.
@@ -499,115 +534,11 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 	return v[0] == 1, nil
 }
 
-// commitFlushed (collective) commits in the prefix (rank 0) the newest
-// epoch every rank has flushed, with the checksums the flushes computed,
-// and gives them to the cache manifests (the first rank of each node).
-func (c *Ckpt) commitFlushed(flushed int) error {
-	c.flushMu.Lock()
-	var mine result
-	if f, ok := c.flushedFiles[flushed]; ok {
-		mine.File = f
-	} else {
-		mine.Err = fmt.Sprintf("rank %d has no flushed file of epoch %d (its flush failed: %v)", c.comm.Rank(), flushed, c.FlushError())
-	}
-	c.flushMu.Unlock()
-	all, err := mpi.AllgatherValue(c.comm, mine)
-	if err != nil {
-		return err
-	}
-	for _, r := range all {
-		if r.Err != "" {
-			if c.comm.Rank() == 0 {
-				fmt.Fprintf(os.Stderr, "ckpt: epoch %d not committed in %s: %s\n", flushed, c.cfg.Prefix, r.Err)
-			}
-			return nil
-		}
-	}
-	if c.leader {
-		c.fillCacheChecksums(flushed, all)
-	}
-	if c.comm.Rank() != 0 {
-		return nil
-	}
-	m := c.pending[flushed]
-	if m == nil || flushed <= c.prefixCommit {
-		return nil
-	}
-	for i, r := range all {
-		if r.File.Size != m.Files[i].Size {
-			fmt.Fprintf(os.Stderr, "ckpt: epoch %d not committed in %s: rank %d flushed %d bytes, wrote %d\n",
-				flushed, c.cfg.Prefix, i, r.File.Size, m.Files[i].Size)
-			return nil
-		}
-		m.Files[i].CRC32C = r.File.CRC32C
-	}
-	// The commit (three fsyncs) and the removal of the epochs it makes
-	// old (on a disk mounted with discard, 0.3-0.7 s per GiB here) go to
-	// the committer goroutine: done here, they stalled rank 0 inside
-	// NeedCheckpoint, and every rank at its next exchange with it.
-	// prefixCommit counts the epoch from now on: the nodes' first ranks
-	// may retire cache epochs older than it, whose prefix copies stay
-	// until it is committed.
-	c.prefixCommit = flushed
-	for e := range c.pending {
-		if e <= flushed {
-			delete(c.pending, e)
-		}
-	}
-	c.commits.Add(1)
-	c.commitQ <- m
-	return nil
-}
-
-// committer (rank 0, with a cache) commits flushed epochs in the prefix
-// and prunes it, in order.
-func (c *Ckpt) committer() {
-	defer c.commitWG.Done()
-	for m := range c.commitQ {
-		if err := layout.Commit(c.cfg.Prefix, m); err != nil {
-			err = fmt.Errorf("ckpt: commit flushed epoch %d in %s: %w", m.Epoch, c.cfg.Prefix, err)
-			fmt.Fprintln(os.Stderr, err)
-			c.flushErr.Store(err)
-		} else if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
-			fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
-		}
-		c.commits.Done()
-	}
-}
-
-// fillCacheChecksums rewrites this node's cache manifest of epoch e with
-// the checksums its flush computed, if it was committed without them, so
-// that a restart from the cache checks every byte again.
-func (c *Ckpt) fillCacheChecksums(e int, all []result) {
-	m, err := layout.ReadManifest(c.cfg.Cache, e)
-	if d := c.deferred[e]; err != nil && d != nil {
-		// Written by snapshots: committed in the cache only now that
-		// every rank's file is written and synced.
-		m, err = d, nil
-	}
-	for d := range c.deferred {
-		if d <= e {
-			delete(c.deferred, d)
-		}
-	}
-	if err != nil || m.Ranks != len(all) || m.Checksummed() {
-		return
-	}
-	for i, r := range all {
-		if m.Files[i].Size != r.File.Size {
-			return
-		}
-		m.Files[i].CRC32C = r.File.CRC32C
-	}
-	if err := layout.Commit(c.cfg.Cache, m); err != nil {
-		fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
-	}
-}
-
 // result is what each rank reports after writing its file.
 type result struct {
-	File layout.File
-	Err  string
+	Epoch int // commitFlushed's: the epoch File is of
+	File  layout.File
+	Err   string
 	// Deferred: the file is still being written by a snapshot; the
 	// epoch is committed once the flush says every rank's is complete.
 	Deferred bool
@@ -732,7 +663,13 @@ func (c *Ckpt) flusher() {
 	}
 }
 
+// testFlushGate, when set (by tests), runs before each epoch's flush.
+var testFlushGate func()
+
 func (c *Ckpt) flush(j flushJob) {
+	if testFlushGate != nil && j.prealloc == 0 {
+		testFlushGate()
+	}
 	if j.prealloc > 0 {
 		if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.prealloc); err != nil {
 			fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
@@ -749,7 +686,7 @@ func (c *Ckpt) flush(j flushJob) {
 			j.w.Abort()
 		}
 		if err != nil {
-			c.flushErr.Store(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
+			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
 			return
 		}
 	}
@@ -766,7 +703,7 @@ func (c *Ckpt) flush(j flushJob) {
 		f, err = layout.CopyFile(j.from, c.cfg.Prefix, j.epoch, j.file)
 	}
 	if err != nil {
-		c.flushErr.Store(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
+		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
 		return
 	}
 	c.flushMu.Lock()
@@ -783,6 +720,18 @@ func (c *Ckpt) flush(j flushJob) {
 	if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.file.Size); err != nil {
 		fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 	}
+}
+
+// logOut receives the messages of background failures (tests replace it).
+var logOut io.Writer = os.Stderr
+
+// flushFailed records a background flush's failure and says so at once:
+// FlushError returned it only from Flush or Close, so a job whose prefix
+// was full ran for hours with no epoch reaching it, every one only in the
+// node caches, and learned it at the end.
+func (c *Ckpt) flushFailed(err error) {
+	c.flushErr.Store(err)
+	fmt.Fprintf(logOut, "%v (that epoch is only in the node caches: a restart on other nodes cannot use it)\n", err)
 }
 
 // Flush waits until this rank's background flushes are done, then commits
@@ -822,6 +771,9 @@ func (c *Ckpt) Close() error {
 	}
 	c.closed = true
 	close(c.stop)
+	if c.unlock != nil {
+		defer c.unlock()
+	}
 	if c.flushQ != nil {
 		close(c.flushQ)
 		c.flushWG.Wait()

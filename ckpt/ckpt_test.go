@@ -673,6 +673,109 @@ func TestCacheOfAnotherPrefix(t *testing.T) {
 	restoreExpect(t, 2, a, 1, 10, "the owner restored %v, want epoch 1")
 }
 
+// TestCacheOfARunningJob: a second job started with the same prefix and
+// cache while the first runs (a job submitted twice) used to share the
+// node's cache with it: each pruned, moved to spares and renamed over the
+// other's epoch files (heat: "commit .../epoch.000011/MANIFEST: no such
+// file or directory"), and a restart from the cache, which checks an
+// unflushed file by its size and index only, could take a mixture of the
+// two states for a whole epoch. New now refuses on every rank while the
+// first job holds the cache, naming it, and accepts once it closed.
+func TestCacheOfARunningJob(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 2}
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan []error)
+	go func() {
+		first <- runRanks(t, 2, func(comm *mpi.Comm) error {
+			c, err := New(context.Background(), comm, cfg)
+			if err != nil {
+				return err
+			}
+			s := newState(comm.Rank(), 10)
+			s.register(c)
+			if err := c.Checkpoint(); err != nil {
+				return err
+			}
+			if comm.Rank() == 0 {
+				close(held)
+			}
+			<-release
+			return c.Close()
+		})
+	}()
+	<-held
+	errs := runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		return errors.New("New succeeded beside a running job on the same cache")
+	})
+	close(release)
+	noErrs(t, <-first)
+	for r, err := range errs {
+		if !errors.Is(err, layout.ErrCacheInUse) {
+			t.Fatalf("rank %d: %v, want ErrCacheInUse", r, err)
+		}
+		if r == 0 && !strings.Contains(err.Error(), cfg.Cache) {
+			t.Fatalf("rank 0: %v does not name the cache %s", err, cfg.Cache)
+		}
+	}
+	restoreExpect(t, 2, cfg, 1, 10, "after the first job closed: restored %v, want epoch 1")
+}
+
+// TestCommitsEveryFlushedEpoch: epochs whose flushes end between two
+// collective calls of the library are all committed in the prefix. Only
+// the newest was: the others stayed uncommitted there and were removed
+// as leftovers, so -ckpoint-keep 3 left one epoch in the prefix (and
+// keep 2 left epochs 8 and 10 of a run, not 9 and 10).
+func TestCommitsEveryFlushedEpoch(t *testing.T) {
+	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 3}
+	gate := make(chan struct{})
+	testFlushGate = func() { <-gate }
+	defer func() { testFlushGate = nil }()
+	var once sync.Once
+	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		s := newState(comm.Rank(), 0)
+		s.register(c)
+		for _, st := range []int{10, 20, 30} {
+			s.Step = st
+			if err := c.Checkpoint(); err != nil {
+				return err
+			}
+		}
+		// Every flush ends before the next collective call (Close's).
+		if err := comm.Barrier(); err != nil {
+			return err
+		}
+		once.Do(func() { close(gate) })
+		return c.Close()
+	}))
+	eps, err := layout.List(cfg.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int
+	for _, e := range eps {
+		if e.Committed() {
+			got = append(got, e.Epoch)
+		}
+	}
+	if fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("committed in the prefix: %v, want [1 2 3]", got)
+	}
+	for e := 1; e <= 3; e++ {
+		if bad, err := layout.Verify(cfg.Prefix, e); err != nil || bad != nil {
+			t.Fatalf("epoch %d: %v %v", e, bad, err)
+		}
+	}
+}
+
 // TestRestoreRequestedEpochFails: with Config.Epoch (-ckpoint-num), an
 // epoch that cannot be restored is an error that does not match
 // ErrNoCheckpoint. It did: heat, as the package's documented loop does,

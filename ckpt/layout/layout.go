@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -111,7 +112,10 @@ func ParseEpochDir(name string) (int, bool) {
 		}
 	}
 	n, err := strconv.Atoi(s)
-	if err != nil || n < 0 {
+	if err != nil || n < 0 || filepath.Base(EpochDir("", n)) != name {
+		// Only the name EpochDir gives: every reader and remover finds
+		// an epoch by that name ("epoch.7" was listed as epoch 7, whose
+		// removal then removed nothing).
 		return 0, false
 	}
 	return n, true
@@ -349,7 +353,7 @@ func Commit(prefix string, m *Manifest) error {
 		return err
 	}
 	final := filepath.Join(dir, ManifestName)
-	tmp, err := os.CreateTemp(dir, "."+ManifestName+".*"+tmpSuffix)
+	tmp, err := createTemp(dir, "."+ManifestName+".", tmpSuffix)
 	if err != nil {
 		return err
 	}
@@ -374,6 +378,19 @@ func Commit(prefix string, m *Manifest) error {
 		return err
 	}
 	return syncDir(prefix)
+}
+
+// createTemp is os.CreateTemp with the rank files' mode (0644 less the
+// umask): CreateTemp's 0600 made a manifest on a group's shared prefix
+// unreadable to the other users who can read its rank files.
+func createTemp(dir, prefix, suffix string) (*os.File, error) {
+	for try := 0; ; try++ {
+		name := filepath.Join(dir, prefix+strconv.FormatUint(uint64(rand.Uint32()), 10)+suffix)
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if !errors.Is(err, os.ErrExist) || try == 100 {
+			return f, err
+		}
+	}
 }
 
 func syncDir(dir string) error {

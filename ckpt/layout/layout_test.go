@@ -360,3 +360,44 @@ func TestSkip(t *testing.T) {
 		})
 	}
 }
+
+// TestManifestModeLikeRankFiles: a manifest is created with the rank
+// files' mode (0644 less the umask). It was 0600 (os.CreateTemp), so on a
+// group's shared prefix another user's `gompiexec ckpt verify` or restart
+// found every epoch's rank files readable but not its manifest, and listed
+// the epochs as bad ("permission denied") instead of committed.
+func TestManifestModeLikeRankFiles(t *testing.T) {
+	prefix := t.TempDir()
+	writeEpoch(t, prefix, 3, 2, true)
+	var modes []os.FileMode
+	for _, name := range []string{ManifestName, RankName(0)} {
+		st, err := os.Stat(filepath.Join(EpochDir(prefix, 3), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		modes = append(modes, st.Mode().Perm())
+	}
+	if modes[0] != modes[1] {
+		t.Fatalf("manifest mode %v, rank file mode %v", modes[0], modes[1])
+	}
+}
+
+// TestParseEpochDir: only EpochDir's own names are epochs. "epoch.7" was
+// listed as epoch 7 (incomplete) by gompiexec ckpt list, while every
+// reader and Remove looked for epoch.000007, so it was never removed.
+func TestParseEpochDir(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		e    int
+		ok   bool
+	}{
+		{"epoch.000007", 7, true}, {"epoch.1234567", 1234567, true}, {"epoch.000000", 0, true},
+		{"epoch.7", 0, false}, {"epoch.0000007", 0, false}, {"epoch.", 0, false},
+		{"epoch.00000a", 0, false}, {"epoch.-00001", 0, false}, {"rank.00001", 0, false},
+	} {
+		e, ok := ParseEpochDir(tc.name)
+		if e != tc.e || ok != tc.ok {
+			t.Errorf("ParseEpochDir(%q) = %d, %v; want %d, %v", tc.name, e, ok, tc.e, tc.ok)
+		}
+	}
+}

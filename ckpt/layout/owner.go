@@ -66,3 +66,38 @@ func ClaimCache(cache, prefix string) error {
 	}
 	return err
 }
+
+// LockFile names, in a node-local cache directory, the file whose flock
+// the running job's first rank on the node holds.
+const LockFile = "LOCK"
+
+// ErrCacheInUse: another running job uses the cache directory.
+var ErrCacheInUse = errors.New("checkpoint cache in use by another running job")
+
+// LockCache takes the cache's lock for a job's lifetime on the node (an
+// exclusive flock, released by unlock or by the holder's death, kill -9
+// included). Two jobs sharing a cache moved, pruned and renamed each
+// other's epoch and spare files: a restart from the cache, which checks
+// an unflushed file by its size and index only, could take a mixture
+// of the two jobs' states for a whole epoch. The holder's pid and host
+// are written into the file for the message of the job refused.
+func LockCache(cache string) (unlock func(), err error) {
+	p := filepath.Join(cache, LockFile)
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f); err != nil {
+		holder, _ := os.ReadFile(p)
+		f.Close()
+		if h := strings.TrimSpace(string(holder)); h != "" {
+			return nil, fmt.Errorf("%w: %s is locked by %s (%v; or by another node of this job, if the directory is not node-local)", ErrCacheInUse, cache, h, err)
+		}
+		return nil, fmt.Errorf("%w: %s (%v)", ErrCacheInUse, p, err)
+	}
+	host, _ := os.Hostname()
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(fmt.Sprintf("pid %d on %s\n", os.Getpid(), host)), 0)
+	}
+	return func() { f.Close() }, nil
+}

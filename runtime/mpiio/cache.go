@@ -132,6 +132,9 @@ func openCache(f *File) (*cache, error) {
 	if err := lockWaiting(f.ctx, c.jnl); err != nil {
 		return fail(fmt.Errorf("cache: %w", err))
 	}
+	if err := staleJournal(f, c.jnl); err != nil {
+		return fail(err)
+	}
 	// A journal left by a crashed run: write what it acknowledged.
 	if _, _, err := journal.ReplayFile(c.jnl); err != nil {
 		return fail(fmt.Errorf("cache recovery: %w", err))
@@ -187,6 +190,26 @@ func replayOnly(f *File) error {
 	return nil
 }
 
+// staleJournal: when this Open created the file, a journal of its path
+// holding acknowledged writes is of an earlier file of that name, removed
+// since the crash; replayed, its extents went into the new file (past
+// this job's data too: the file was as long as the old one's). It is an
+// error naming the journal, which is kept, as journal replay does when
+// the file is missing.
+func staleJournal(f *File, jf *os.File) error {
+	if !f.created {
+		return nil
+	}
+	b, err := io.ReadAll(io.NewSectionReader(jf, 0, 1<<62))
+	if err != nil || len(b) == 0 {
+		return nil
+	}
+	if _, pending, err := journal.Parse(b); err != nil || len(pending) == 0 {
+		return nil // replay reports a corrupt journal
+	}
+	return fmt.Errorf("cache recovery: %s holds writes a crashed run acknowledged for an earlier %s, which was removed since: not replayed into the new file (remove the journal and its data file if they are not wanted, or restore the file and open it again)", jf.Name(), f.path)
+}
+
 // replayOrphans replays the journals of this file in the cache directory
 // whose rank no rank of this job has (a crashed run with more ranks): no
 // Open of this job would replay them, and a replay later (the next run
@@ -215,6 +238,13 @@ func replayOrphans(f *File) error {
 			continue
 		}
 		j := filepath.Join(f.hints.cacheDir, name)
+		if jf, err := os.Open(j); err == nil {
+			err = staleJournal(f, jf)
+			jf.Close()
+			if err != nil {
+				return err
+			}
+		}
 		if _, _, err := journal.Replay(j); err != nil && !errors.Is(err, journal.ErrInUse) {
 			return fmt.Errorf("cache recovery of rank %d's journal: %w", r, err)
 		}
@@ -441,6 +471,10 @@ func (c *cache) flushOne(e journal.Extent, buf *[]byte) error {
 	return journal.Copy(c.target, c.data, &e, *buf)
 }
 
+// syncTarget syncs the shared file (a variable for tests: a real fsync
+// failure needs a file system that fails write-back).
+var syncTarget = (*os.File).Sync
+
 // drain waits until every cached extent is on the shared file, syncs it,
 // and empties the journal.
 func (c *cache) drain() error {
@@ -459,8 +493,18 @@ func (c *cache) drain() error {
 	if c.seq == 0 || c.dataEnd == 0 {
 		return nil
 	}
-	if err := c.target.Sync(); err != nil {
-		return err
+	if err := syncTarget(c.target); err != nil {
+		// The flushed records promised bytes that may never reach the
+		// file (a write-back error is reported here, after the writes
+		// succeeded): mark them unflushed, so that replay writes every
+		// extent since the last drain again, and keep the pair (sticky,
+		// as a failed flush). It was emptied by Close all the same, and
+		// the acknowledged writes were lost.
+		if uerr := journal.Unflush(c.jnl); uerr != nil {
+			err = errors.Join(err, uerr)
+		}
+		c.err = fmt.Errorf("cache: fsync %s (the journal %s keeps the writes for replay): %w", c.target.Name(), c.jnlPath, err)
+		return c.err
 	}
 	// Everything is durable on the shared file: start a new journal.
 	if err := c.jnl.Truncate(0); err != nil {

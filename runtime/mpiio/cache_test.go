@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -536,6 +538,131 @@ func TestCacheAtomicMode(t *testing.T) {
 			})
 			if b, err := os.ReadFile(path); err != nil || !bytes.Equal(b, newer) {
 				t.Fatalf("file of %d bytes, %v; want rank 1's later write", len(b), err)
+			}
+		})
+	}
+}
+
+// TestCacheSyncFailureKeepsJournal: when the fsync of the shared file
+// fails (NFS reports a lost write-back, ENOSPC or EDQUOT, at fsync), the
+// cached writes are not known to be on the file, so the journal must keep
+// them for replay. Close removed the journal pair all the same (and a
+// failed Sync left flushed records that made replay skip them): the
+// acknowledged writes were lost, the file kept its old bytes.
+func TestCacheSyncFailureKeepsJournal(t *testing.T) {
+	for _, viaSync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sync=%v", viaSync), func(t *testing.T) {
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "f"), filepath.Join(dir, "cache")
+			old, neu := bytes.Repeat([]byte{'o'}, 8192), bytes.Repeat([]byte{'n'}, 8192)
+			if err := os.WriteFile(path, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			lost := errors.New("write-back lost (test)")
+			restore := mpiio.SetTestSyncFail(lost)
+			defer restore()
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeRdwr, mpiio.Hints{"gompi_cache_dir": cdir})
+				if err != nil {
+					return err
+				}
+				if _, err := f.WriteAt(neu[:4096], 0); err != nil {
+					return err
+				}
+				if _, err := f.WriteAt(neu[4096:], 4096); err != nil {
+					return err
+				}
+				if viaSync {
+					if err := f.Sync(); !errors.Is(err, lost) {
+						return fmt.Errorf("Sync: %v, want the fsync error", err)
+					}
+				}
+				if err := f.Close(); !errors.Is(err, lost) {
+					return fmt.Errorf("Close: %v, want the fsync error", err)
+				}
+				return nil
+			})
+			restore()
+			// What the failed write-back left on the file system.
+			if err := os.WriteFile(path, old, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeRdonly, mpiio.Hints{"gompi_cache_dir": cdir})
+				if err != nil {
+					return err
+				}
+				got := make([]byte, len(neu))
+				if _, err := f.ReadAt(got, 0); err != nil {
+					return err
+				}
+				if !bytes.Equal(got, neu) {
+					return fmt.Errorf("read back %q... after replay, want the acknowledged %q...", got[:8], neu[:8])
+				}
+				return f.Close()
+			})
+		})
+	}
+}
+
+// TestCacheJournalOfRemovedFile: a crashed run's journal of a file that
+// has been removed since (a user cleaning up before a rerun) is not
+// replayed into the file a new Open creates: it was, so the rerun's file
+// held the crashed run's bytes wherever the rerun did not write, and was
+// as long as the old one. Open is an error naming the journal, which is
+// kept; a file that still exists is replayed as before.
+func TestCacheJournalOfRemovedFile(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mode   mpiio.Mode
+		exists bool
+		rank   int // the journal's rank: 1 is an orphan of a 1-rank job
+	}{
+		{"create", mpiio.ModeCreate | mpiio.ModeRdwr, false, 0},
+		{"excl", mpiio.ModeCreate | mpiio.ModeExcl | mpiio.ModeWronly, false, 0},
+		{"orphan", mpiio.ModeCreate | mpiio.ModeRdwr, false, 1},
+		{"exists", mpiio.ModeCreate | mpiio.ModeRdwr, true, 0},
+		{"exists-orphan", mpiio.ModeRdwr, true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path, cdir := filepath.Join(dir, "out"), filepath.Join(dir, "cache")
+			os.Mkdir(cdir, 0o700)
+			if tc.exists {
+				os.WriteFile(path, nil, 0o644)
+			}
+			stale := []byte("stale")
+			h := sha256.Sum256([]byte(path))
+			jnl := filepath.Join(cdir, hex.EncodeToString(h[:12])+"-r"+strconv.Itoa(tc.rank)+journal.JournalSuffix)
+			os.WriteFile(jnl, append(journal.Header(path), journal.ExtentRecord(journal.Extent{Seq: 1, FileOff: 1 << 20, Len: 5, CRC: journal.Checksum(stale)})...), 0o600)
+			os.WriteFile(strings.TrimSuffix(jnl, journal.JournalSuffix)+journal.DataSuffix, stale, 0o600)
+			var openErr error
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, tc.mode, mpiio.Hints{"gompi_cache_dir": cdir})
+				openErr = err
+				if err != nil {
+					return nil
+				}
+				return f.Close()
+			})
+			st, err := os.Stat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.exists {
+				if openErr != nil || st.Size() != 1<<20+5 {
+					t.Fatalf("existing file: Open %v, size %d after replay", openErr, st.Size())
+				}
+				return
+			}
+			if openErr == nil || !strings.Contains(openErr.Error(), jnl) {
+				t.Fatalf("Open: %v, want an error naming %s", openErr, jnl)
+			}
+			if st.Size() != 0 {
+				t.Fatalf("the new file has %d bytes: the removed file's journal was replayed into it", st.Size())
+			}
+			if _, err := os.Stat(jnl); err != nil {
+				t.Fatalf("journal not kept: %v", err)
 			}
 		})
 	}

@@ -1,5 +1,7 @@
 package mpiio
 
+import "os"
+
 // SetTestHosts makes rank r of every communicator that opens a file live
 // on host(r), so that one process can play several hosts; the returned
 // function undoes it.
@@ -43,4 +45,16 @@ func CacheHeld(f *File) (held int, dataSize int64) {
 func SetTestAgree(fn func(op string, rank int)) (restore func()) {
 	testAgree = fn
 	return func() { testAgree = nil }
+}
+
+// SetTestSyncFail makes the cache's fsync of the shared file fail with err
+// (the file system reporting a lost write-back), or succeed again (nil).
+func SetTestSyncFail(err error) (restore func()) {
+	syncTarget = func(f *os.File) error {
+		if err != nil {
+			return err
+		}
+		return f.Sync()
+	}
+	return func() { syncTarget = (*os.File).Sync }
 }

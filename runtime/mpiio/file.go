@@ -149,6 +149,9 @@ type File struct {
 	allCached bool
 	closed    bool
 	noRead    bool // write-only descriptor: no read-modify-write
+	// created: this Open created the file, so a cache journal of its
+	// path is of a removed file (staleJournal).
+	created bool
 
 	bufMu sync.Mutex
 	cbufs [2][]byte // an aggregator's round buffers
@@ -291,18 +294,33 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		if mode&ModeExcl != 0 {
 			cflags |= os.O_EXCL
 		}
-		f.fd, lerr = os.OpenFile(path, cflags, 0o666)
+		if mode&ModeCreate != 0 && mode&ModeExcl == 0 {
+			// Exclusive first, to learn whether the file is new.
+			f.fd, lerr = os.OpenFile(path, cflags|os.O_EXCL, 0o666)
+			f.created = lerr == nil
+			if errors.Is(lerr, os.ErrExist) {
+				f.fd, lerr = os.OpenFile(path, cflags, 0o666)
+			}
+		} else {
+			f.fd, lerr = os.OpenFile(path, cflags, 0o666)
+			f.created = lerr == nil && mode&ModeExcl != 0
+		}
 		if errors.Is(lerr, os.ErrPermission) && mode&ModeWronly != 0 {
 			f.fd, lerr = os.OpenFile(path, cflags&^os.O_RDWR|os.O_WRONLY, 0o666)
 			f.noRead = true
 		}
 	}
-	if err := f.agree("open", lerr); err != nil {
+	cr := []int64{0}
+	if f.created {
+		cr[0] = 1
+	}
+	if err := agreeMax(f.comm, path, "open", lerr, cr); err != nil {
 		if f.fd != nil {
 			f.fd.Close()
 		}
 		return nil, err
 	}
+	f.created = cr[0] == 1
 	if rank != 0 {
 		f.fd, lerr = os.OpenFile(path, flags, 0)
 		if errors.Is(lerr, os.ErrPermission) && mode&ModeWronly != 0 {

@@ -380,7 +380,13 @@ func apply(target, dataPath string, pending []Extent) error {
 		return err
 	}
 	defer data.Close()
-	out, err := os.OpenFile(target, os.O_WRONLY|os.O_CREATE, 0o666)
+	// Not created: the crashed job's Open made it, so a missing file was
+	// removed since (or its file system is not mounted here), and a new
+	// one would hold only these extents, or hide them from the real one.
+	out, err := os.OpenFile(target, os.O_WRONLY, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w (removed since the crash, or its file system not mounted here?): the journal keeps its cached writes; remove the journal if they are not wanted", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -485,4 +491,52 @@ func ReplayDir(dir string) ([]string, error) {
 		}
 	}
 	return targets, errors.Join(errs...)
+}
+
+// Unflush rewrites every flushed record of the journal in f (open
+// read-write) as one that flushes nothing (sequence 0), newest first, so
+// that replay writes every extent again. For a cache whose fsync of the
+// shared file failed: its flushed records promised bytes the file system
+// may have dropped (a write-back error is reported by fsync, after the
+// writes succeeded). Rewriting the newest first keeps every intermediate
+// state safe: replay then writes more extents, never fewer, and writing an
+// extent again in order is harmless.
+func Unflush(f *os.File) error {
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<62))
+	if err != nil {
+		return err
+	}
+	if len(b) < 16 || [8]byte(b[:8]) != headerMagic {
+		return fmt.Errorf("%w: %s: no journal header", ErrCorrupt, f.Name())
+	}
+	n := int(binary.LittleEndian.Uint32(b[8:]))
+	if n > len(b)-16 {
+		return fmt.Errorf("%w: %s: header names %d bytes", ErrCorrupt, f.Name(), n)
+	}
+	var at []int64
+	for off := 16 + n; len(b)-off >= RecordSize; {
+		size := RecordSize
+		if [4]byte(b[off:off+4]) == kindVector {
+			k := binary.LittleEndian.Uint64(b[off+16:])
+			if k > MaxPieces || k > uint64(len(b)-off-RecordSize)/PieceSize {
+				break
+			}
+			size += PieceSize * int(k)
+		}
+		r := b[off : off+size]
+		if recordCRC(r) != binary.LittleEndian.Uint32(r[4:]) {
+			break // the torn tail parse stops at too
+		}
+		if [4]byte(r[:4]) == kindFlushed {
+			at = append(at, int64(off))
+		}
+		off += size
+	}
+	none := FlushedRecord(0)
+	for i := len(at) - 1; i >= 0; i-- {
+		if _, err := f.WriteAt(none, at[i]); err != nil {
+			return fmt.Errorf("%s: %w", f.Name(), err)
+		}
+	}
+	return nil
 }

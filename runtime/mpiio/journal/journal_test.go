@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -87,6 +88,7 @@ func TestReplayVector(t *testing.T) {
 		d += n
 	}
 	e := Extent{Seq: 1, Len: int64(len(data)), CRC: Checksum(data), Pieces: ps}
+	os.WriteFile(target, nil, 0o644)
 	os.WriteFile(filepath.Join(dir, "k"+JournalSuffix), build(target, ExtentRecord(e)), 0o600)
 	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
 	if ts, err := ReplayDir(dir); err != nil || len(ts) != 1 {
@@ -157,6 +159,7 @@ func TestReplaySkipsLiveJournal(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "shared")
 	data := []byte("live")
+	os.WriteFile(target, nil, 0o644)
 	jp := filepath.Join(dir, "k"+JournalSuffix)
 	os.WriteFile(jp, build(target, ExtentRecord(Extent{Seq: 1, Len: 4, CRC: Checksum(data)})), 0o600)
 	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
@@ -170,7 +173,7 @@ func TestReplaySkipsLiveJournal(t *testing.T) {
 	if ts, err := ReplayDir(dir); err != nil || len(ts) != 0 {
 		t.Fatalf("live journal replayed: %v %v", ts, err)
 	}
-	if _, err := os.Stat(target); !os.IsNotExist(err) {
+	if st, err := os.Stat(target); err != nil || st.Size() != 0 {
 		t.Fatalf("target written under a live journal: %v", err)
 	}
 	if _, _, err := Replay(jp); !errors.Is(err, ErrInUse) {
@@ -191,6 +194,7 @@ func TestNoCRC(t *testing.T) {
 	dir := t.TempDir()
 	target := filepath.Join(dir, "shared")
 	data := []byte("tmpfs")
+	os.WriteFile(target, nil, 0o644) // the crashed job's Open created it
 	e := Extent{Seq: 1, Len: 5, NoCRC: true, Pieces: []Piece{{3, 2}, {0, 3}}}
 	j := build(target, ExtentRecord(e))
 	if _, pend, err := Parse(j); err != nil || len(pend) != 1 || !reflect.DeepEqual(pend[0], e) {
@@ -258,5 +262,53 @@ func TestSnapshotCommit(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(target); string(b) != "xy..................p.........qr." {
 		t.Fatalf("replayed %q", b)
+	}
+}
+
+// TestReplayMissingTarget: a journal whose shared file no longer exists
+// (removed since the crash, or its file system not mounted where the
+// launcher replays) is an error naming both, and the journal is kept.
+// Replay created the file: a sparse file holding only the crashed job's
+// unflushed extents (a rerun with ModeExcl then failed), or, under a
+// missing mount, a file in the mount point's directory, the journal
+// removed and the writes lost to the real file system.
+func TestReplayMissingTarget(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "removed")
+	data := []byte("abc")
+	j := build(target, ExtentRecord(Extent{Seq: 1, FileOff: 4096, Len: 3, CRC: Checksum(data)}))
+	jnl := filepath.Join(dir, "k"+JournalSuffix)
+	os.WriteFile(jnl, j, 0o600)
+	os.WriteFile(filepath.Join(dir, "k"+DataSuffix), data, 0o600)
+	_, err := ReplayDir(dir)
+	if err == nil || !strings.Contains(err.Error(), target) || !strings.Contains(err.Error(), jnl) {
+		t.Fatalf("ReplayDir: %v, want an error naming %s and %s", err, target, jnl)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("replay created the removed file (%v)", err)
+	}
+	if _, err := os.Stat(jnl); err != nil {
+		t.Fatalf("journal not kept: %v", err)
+	}
+}
+
+// TestUnflush: after Unflush every extent of the journal is pending again
+// (the shared file's fsync failed, so flushed records promised nothing).
+func TestUnflush(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "k"+JournalSuffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write(build("/x", ExtentRecord(Extent{Seq: 1, Len: 4}), FlushedRecord(1),
+		ExtentRecord(Extent{Seq: 2, Len: 1, Pieces: []Piece{{0, 1}}}), FlushedRecord(2), ExtentRecord(Extent{Seq: 3, Len: 2})))
+	for _, want := range []int{1, 3} {
+		b, _ := os.ReadFile(f.Name())
+		if _, pend, err := Parse(b); err != nil || len(pend) != want {
+			t.Fatalf("%d pending (%v), want %d", len(pend), err, want)
+		}
+		if err := Unflush(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
