@@ -56,16 +56,16 @@ func TestFlushFailureSaidAtOnce(t *testing.T) {
 				return err
 			}
 		}
-		c.queued.Wait() // the flushes are done; the job goes on
+		c.queued.Wait() // this rank's flushes are done; the job goes on
+		if err := comm.Barrier(); err != nil { // and every rank's
+			return err
+		}
 		if comm.Rank() == 0 {
 			for r := 0; r < 2; r++ {
 				if want := "rank " + string(rune('0'+r)) + ": flush epoch 2"; !strings.Contains(log.String(), want) {
 					t.Errorf("while the job runs: %q does not say %q", log.String(), want)
 				}
 			}
-		}
-		if err := comm.Barrier(); err != nil {
-			return err
 		}
 		c.Close() // its error is the flush's, as before
 		return nil
