@@ -594,16 +594,36 @@ func isBinary(path string) bool {
 func (p *proxy) relay(r *rank, fd byte, f *os.File) {
 	defer r.outputWG.Done()
 	defer f.Close()
-	buf := make([]byte, 64<<10)
+	relayPipe(f, func(b []byte) error { return p.conn.SendOutput(r.spec.Rank, fd, b, true) })
+}
+
+// relayChunk is the read size of an output pipe; relayBulk that of one
+// that a read found full (the rank prints faster than its output travels),
+// whose pipe is grown to it too: fewer, larger frames, when every frame
+// costs the same wake-ups, yamux send hand-off and write on the way.
+// Output that comes in drops still goes out as it comes.
+const (
+	relayChunk = 64 << 10
+	relayBulk  = 256 << 10
+)
+
+// relayPipe reads f to its end, handing each chunk to send, and stops
+// early when send fails.
+func relayPipe(f *os.File, send func([]byte) error) {
+	buf := make([]byte, relayChunk)
 	for {
 		n, err := f.Read(buf)
 		if n > 0 {
-			if p.conn.SendOutput(r.spec.Rank, fd, buf[:n], true) != nil {
+			if send(buf[:n]) != nil {
 				return
 			}
 		}
 		if err != nil {
 			return
+		}
+		if n == len(buf) && n < relayBulk {
+			launcher.GrowPipe(f, relayBulk)
+			buf = make([]byte, relayBulk)
 		}
 	}
 }
