@@ -360,6 +360,10 @@ func (c *Conn) Recv() (Frame, error) {
 	}
 }
 
+// LauncherWindow is the yamux receive window of the launcher's streams:
+// how far a proxy's output may run ahead of the launcher's reading.
+const LauncherWindow = 1 << 20
+
 // openSession is the launcher side of a proxy's session (gompiexec, or a
 // proxy starting proxies below it in a tree): a yamux client over rw, its
 // control stream, and the job as the first message. Keepalives are off on
@@ -369,6 +373,11 @@ func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
+	// The proxy's output comes on the control stream. With yamux's 256
+	// KiB window the launcher sent a window update (a write, and a wake-up
+	// of the proxy's sender) every 128 KiB read, and a proxy with output in
+	// hand waited for them. At 1 MiB a quarter as many updates go back.
+	ycfg.MaxStreamWindowSize = LauncherWindow
 	sess, err := yamux.Client(Coalesce(rw), ycfg)
 	if err != nil {
 		return nil, nil, err
