@@ -598,8 +598,9 @@ func (p *proxy) relay(r *rank, fd byte, f *os.File) {
 }
 
 // relayChunk is the read size of an output pipe; relayBulk that of one
-// that a read found full (the rank prints faster than its output travels),
-// whose pipe is grown to it too: fewer, larger frames, when every frame
+// that a read found half full or more (the rank prints faster than its
+// output travels: reads of 64 KiB pipes averaged 55 KiB with 4 KB
+// writes), whose pipe is grown to it too: fewer, larger frames, when every frame
 // costs the same wake-ups, yamux send hand-off and write on the way.
 // Output that comes in drops still goes out as it comes.
 const (
@@ -621,7 +622,7 @@ func relayPipe(f *os.File, send func([]byte) error) {
 		if err != nil {
 			return
 		}
-		if n == len(buf) && n < relayBulk {
+		if n >= relayChunk/2 && len(buf) < relayBulk {
 			launcher.GrowPipe(f, relayBulk)
 			buf = make([]byte, relayBulk)
 		}
