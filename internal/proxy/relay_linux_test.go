@@ -18,6 +18,7 @@ func TestRelayGrowsBusyPipe(t *testing.T) {
 		wantPipe int // pipe size at the end, at least
 	}{
 		{"a few bytes", 10, relayChunk},
+		{"half a pipe", relayChunk / 2, relayBulk},
 		{"a pipe's worth", relayChunk, relayBulk},
 		{"megabytes", 3 << 20, relayBulk},
 	} {
