@@ -184,3 +184,48 @@ func TestSendLeavesFlushToQueued(t *testing.T) {
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// A proxy's output may run LauncherWindow ahead of the launcher's reading
+// before it waits for a window update: at yamux's 256 KiB the launcher sent
+// an update (a write, and a wake-up of the proxy's sender) every 128 KiB.
+func TestLauncherWindow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		size int
+	}{
+		{"a full chunk", 64 << 10},
+		{"three quarters of the window", LauncherWindow * 3 / 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := net.Pipe()
+			defer a.Close()
+			defer b.Close()
+			srv, err := yamux.Server(b, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Close()
+			wrote := make(chan error, 1)
+			go func() {
+				st, err := srv.Accept()
+				if err != nil {
+					wrote <- err
+					return
+				}
+				// Not a timing assertion: the write either fits the window
+				// (at once) or waits for a read that never comes.
+				st.SetWriteDeadline(time.Now().Add(10 * time.Second))
+				_, err = st.Write(make([]byte, tc.size))
+				wrote <- err
+			}()
+			sess, _, err := openSession(a, &Job{Version: Version, JobID: "j", Size: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sess.Close()
+			if err := <-wrote; err != nil {
+				t.Fatalf("proxy's write of %d bytes nobody reads yet: %v", tc.size, err)
+			}
+		})
+	}
+}

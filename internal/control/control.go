@@ -209,6 +209,8 @@ type Conn struct {
 	rbuf []byte // reused by Recv
 	mu   sync.Mutex
 	w    *bufio.Writer
+	raw  io.Writer // under w: a large output frame goes out whole
+	wbuf []byte    // that frame
 	c    io.Closer
 	// queued counts flushing writers that have not written yet. A writer
 	// that sees another behind it leaves the flush to that one, so frames
@@ -219,7 +221,7 @@ type Conn struct {
 
 // NewConn wraps a stream.
 func NewConn(rw io.ReadWriteCloser) *Conn {
-	return &Conn{r: bufio.NewReaderSize(rw, 64<<10), w: bufio.NewWriterSize(rw, 64<<10), c: rw}
+	return &Conn{r: bufio.NewReaderSize(rw, 64<<10), w: bufio.NewWriterSize(rw, 64<<10), raw: rw, c: rw}
 }
 
 // Close closes the underlying stream.
@@ -268,6 +270,20 @@ func (c *Conn) SendOutput(rank int, fd byte, data []byte, flush bool) error {
 	binary.BigEndian.PutUint32(hdr[1:5], uint32(5+len(data)))
 	binary.BigEndian.PutUint32(hdr[5:9], uint32(rank))
 	hdr[9] = fd
+	// A frame is written whole: through w a full chunk (64 KiB from the
+	// proxy's relay) left as two yamux frames, the buffer's worth and its
+	// last bytes, each with its own hand-off to yamux's sender, write and
+	// wake-up of the reader. What is buffered goes first.
+	if n := len(hdr) + len(data); n > c.w.Available() {
+		if err := c.w.Flush(); err != nil {
+			return err
+		}
+		if n > c.w.Available() {
+			c.wbuf = append(append(c.wbuf[:0], hdr[:]...), data...)
+			_, err := c.raw.Write(c.wbuf)
+			return err
+		}
+	}
 	if _, err := c.w.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -344,6 +360,10 @@ func (c *Conn) Recv() (Frame, error) {
 	}
 }
 
+// LauncherWindow is the yamux receive window of the launcher's streams:
+// how far a proxy's output may run ahead of the launcher's reading.
+const LauncherWindow = 1 << 20
+
 // openSession is the launcher side of a proxy's session (gompiexec, or a
 // proxy starting proxies below it in a tree): a yamux client over rw, its
 // control stream, and the job as the first message. Keepalives are off on
@@ -353,6 +373,11 @@ func openSession(rw io.ReadWriteCloser, job *Job) (*yamux.Session, *Conn, error)
 	ycfg := yamux.DefaultConfig()
 	ycfg.LogOutput = io.Discard
 	ycfg.EnableKeepAlive = false
+	// The proxy's output comes on the control stream. With yamux's 256
+	// KiB window the launcher sent a window update (a write, and a wake-up
+	// of the proxy's sender) every 128 KiB read, and a proxy with output in
+	// hand waited for them. At 1 MiB a quarter as many updates go back.
+	ycfg.MaxStreamWindowSize = LauncherWindow
 	sess, err := yamux.Client(Coalesce(rw), ycfg)
 	if err != nil {
 		return nil, nil, err

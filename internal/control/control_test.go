@@ -89,3 +89,61 @@ func TestForChildHostBinding(t *testing.T) {
 		t.Errorf("parent changed: %+v", parent)
 	}
 }
+
+// streamLog records each Write on a stream (a yamux frame each).
+type streamLog struct {
+	bytes.Buffer
+	writes []int
+}
+
+func (w *streamLog) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, len(p))
+	return w.Buffer.Write(p)
+}
+func (w *streamLog) Close() error { return nil }
+
+// An output chunk leaves in one write of the stream, however large, after
+// what was buffered before it; a full 64 KiB chunk left in two (two yamux
+// frames, two hand-offs, two wake-ups of gompiexec).
+func TestOutputChunkIsOneWrite(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		buffered int // bytes of an unflushed chunk sent before
+		size     int
+		want     []int
+	}{
+		{"small", 0, 96, []int{106}},
+		{"full relay chunk", 0, 64 << 10, []int{10 + 64<<10}},
+		{"bulk relay chunk", 0, 256 << 10, []int{10 + 256<<10}},
+		{"after a buffered chunk", 100, 64 << 10, []int{110, 10 + 64<<10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &streamLog{}
+			c := NewConn(struct {
+				io.Reader
+				io.WriteCloser
+			}{bytes.NewReader(nil), w})
+			if tc.buffered > 0 {
+				c.SendOutput(1, 1, make([]byte, tc.buffered), false)
+			}
+			data := bytes.Repeat([]byte("0123456789abcde\n"), tc.size/16)
+			if err := c.SendOutput(2, 1, data, true); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(w.writes, tc.want) {
+				t.Fatalf("writes %v, want %v", w.writes, tc.want)
+			}
+			r := NewConn(struct {
+				io.Reader
+				io.WriteCloser
+			}{&w.Buffer, w})
+			if tc.buffered > 0 {
+				r.Recv()
+			}
+			f, err := r.Recv()
+			if err != nil || f.Rank != 2 || !bytes.Equal(f.Data, data) {
+				t.Fatalf("frame read back: rank %d, %d bytes, %v", f.Rank, len(f.Data), err)
+			}
+		})
+	}
+}

@@ -38,6 +38,9 @@ func (Fork) Start(ctx context.Context, spec Spec) (Proc, error) {
 	return startLocal(ctx, spec.Argv, spec)
 }
 
+// ProxyPipeSize is the size asked for the pipe a local proxy writes to.
+const ProxyPipeSize = 1 << 20
+
 // startLocal runs argv as a local child whose stdin/stdout are the Proc.
 func startLocal(ctx context.Context, argv []string, spec Spec) (Proc, error) {
 	if err := ctx.Err(); err != nil {
@@ -53,6 +56,12 @@ func startLocal(ctx context.Context, argv []string, spec Spec) (Proc, error) {
 		inW.Close()
 		return nil, err
 	}
+	// All of the proxy's output and messages come through this pipe. At
+	// the default 64 KiB a full output frame (64 KiB and its headers)
+	// never went in one write: each took two or three writes with a
+	// wait for gompiexec between them. 1 MiB (the default
+	// fs.pipe-max-size) lets the proxy run a yamux window ahead.
+	GrowPipe(outR, ProxyPipeSize)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), spec.Env...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, spec.Stderr

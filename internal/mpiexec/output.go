@@ -2,9 +2,9 @@ package mpiexec
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -41,7 +41,10 @@ type output struct {
 	onErr    func(fd byte, err error)
 	timer    *time.Timer
 	closed   bool
-	scratch  []byte
+	scratch  []byte     // emit's lines with their prefixes
+	pfx      []byte     // emit's prefix
+	spare    []*pending // emptied ones, for reuse
+	ranks    []int      // ranksPending's
 }
 
 type streamKey struct {
@@ -87,18 +90,80 @@ func (o *output) write(rank int, fd byte, data []byte) {
 	}
 	k := streamKey{rank, fd}
 	p := o.pend[k]
-	if p == nil {
-		p = &pending{}
-		o.pend[k] = p
-	}
-	p.buf = append(p.buf, data...)
 	if o.open[fd] == rank {
 		// A line still coming is not stalled: only ticks without any of
 		// it count against it (a long line on a loaded host takes many).
 		o.openAge[fd] = 0
 	}
+	if p == nil && (o.open[fd] == rank || o.open[fd] < 0) {
+		// The stream is this rank's or free and none of the rank's output
+		// waits: what push would write goes out from data itself, and only
+		// an unfinished line's tail (-l) is copied. A free stream has
+		// nothing writable waiting (drain wrote it), so no other rank's
+		// output is passed over. This is the path a rank printing a lot
+		// takes: no copy, no allocation per chunk.
+		data = o.writeNow(rank, fd, data)
+		if len(data) == 0 {
+			if len(o.pend) > 0 {
+				o.drain(fd)
+				o.arm()
+			}
+			return
+		}
+	}
+	if p == nil {
+		p = o.newPending()
+		o.pend[k] = p
+	}
+	p.buf = append(p.buf, data...)
 	o.drain(fd)
 	o.arm()
+}
+
+// writeNow writes what push would of data, a rank's chunk on a stream that
+// is free or the rank's own, and returns the rest (an unfinished line
+// held back under -l).
+func (o *output) writeNow(rank int, fd byte, data []byte) []byte {
+	n := len(data)
+	if o.prepend {
+		n = bytes.LastIndexByte(data, '\n') + 1
+		if len(data)-n >= maxPartial {
+			n = len(data)
+		}
+	}
+	if n == 0 {
+		return data
+	}
+	o.emit(rank, fd, data[:n], o.open[fd] == rank)
+	if data[n-1] == '\n' {
+		o.open[fd], o.openAge[fd], o.openHeld[fd] = -1, 0, 0
+	} else {
+		o.open[fd] = rank
+	}
+	return data[n:]
+}
+
+// maxSpare bounds the buffers kept for reuse, so that a burst queued
+// behind a held line does not stay allocated.
+const maxSpare = 4
+
+// newPending returns an empty pending, a reused one when there is one.
+func (o *output) newPending() *pending {
+	if n := len(o.spare); n > 0 {
+		p := o.spare[n-1]
+		o.spare = o.spare[:n-1]
+		return p
+	}
+	return &pending{}
+}
+
+// release keeps an emptied pending for reuse unless enough are kept or
+// its buffer is large.
+func (o *output) release(p *pending) {
+	if len(o.spare) < maxSpare && cap(p.buf) <= 4*maxWaiting {
+		*p = pending{buf: p.buf[:0]}
+		o.spare = append(o.spare, p)
+	}
 }
 
 // drain writes what may be written on fd now.
@@ -155,6 +220,7 @@ func (o *output) push(rank int, fd byte, force bool) {
 	p.buf, p.age = p.buf[:rest], 0
 	if rest == 0 {
 		delete(o.pend, k)
+		o.release(p)
 	}
 }
 
@@ -177,14 +243,17 @@ func (o *output) waiting(fd byte) int {
 	return n
 }
 
+// ranksPending lists the ranks with output waiting on fd, in order; the
+// slice is reused by the next call.
 func (o *output) ranksPending(fd byte) []int {
-	var rs []int
+	rs := o.ranks[:0]
 	for k, p := range o.pend {
 		if k.fd == fd && len(p.buf) > 0 {
 			rs = append(rs, k.rank)
 		}
 	}
 	slices.Sort(rs)
+	o.ranks = rs
 	return rs
 }
 
@@ -233,12 +302,12 @@ func (o *output) emit(rank int, fd byte, data []byte, cont bool) {
 		o.writeOut(fd, data)
 		return
 	}
-	var prefix []byte
 	if o.prefix != nil {
-		prefix = o.prefix(nil, rank)
+		o.pfx = o.prefix(o.pfx[:0], rank)
 	} else {
-		prefix = fmt.Appendf(nil, "[%d] ", rank)
+		o.pfx = append(strconv.AppendInt(append(o.pfx[:0], '['), int64(rank), 10), "] "...)
 	}
+	prefix := o.pfx
 	buf := o.scratch[:0]
 	for first := true; len(data) > 0; first = false {
 		i := bytes.IndexByte(data, '\n')

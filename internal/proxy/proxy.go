@@ -589,25 +589,6 @@ func isBinary(path string) bool {
 	return bytes.IndexByte(b[:n], 0) >= 0
 }
 
-// relay forwards one output pipe of a rank, chunk by chunk; the launcher
-// reassembles lines.
-func (p *proxy) relay(r *rank, fd byte, f *os.File) {
-	defer r.outputWG.Done()
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := f.Read(buf)
-		if n > 0 {
-			if p.conn.SendOutput(r.spec.Rank, fd, buf[:n], true) != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
 func (p *proxy) waitAll() {
 	var wg sync.WaitGroup
 	for _, r := range p.ranks {

@@ -42,6 +42,8 @@ func main() {
 	innerHome := flag.String("inner-home", "", "internal (-slurm-inner)")
 	innerIface := flag.String("inner-iface", "", "internal (-slurm-inner)")
 	baseline := flag.String("baseline", "", "with -slurm: instead of all cases, time this other gompiexec (gompi-proxy beside it) against -gompiexec with the slurm launcher, interleaved in alternating order, with hydra and bare srun (A/B of a change)")
+	stdout := flag.Bool("stdout", false, "only the stdout-throughput cases (ranks writing 222 MB through the launcher), not the launch times")
+	stdoutReps := flag.Int("stdout-reps", 5, "timed runs per stdout-throughput case and launcher (median reported)")
 	io := flag.Bool("io", false, "instead of launch times, compare MPI-IO of the Go runtime (cmd/gompi-iobench, runtime/mpiio) with ROMIO (test/bench/io/iobench.c) and dd (make bench-io)")
 	ioDir := flag.String("io-dir", "/var/tmp", "with -io: directory for the files (a real disk, not tmpfs)")
 	ioCache := flag.String("io-cache", "/dev/shm", "with -io: node-local cache directory for the cached mode")
@@ -113,6 +115,14 @@ func main() {
 		}
 		return
 	}
+	if *stdout {
+		if err := benchStdout(*gompi, *hydra, *stdoutReps, dir); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: stdout:", err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+		return
+	}
 	hello := filepath.Join(dir, "hello")
 	if out, err := exec.Command("mpicc", "-O2", "-o", hello, "test/mpich/progs/hello.c").CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: mpicc: %v\n%s", err, out)
@@ -146,6 +156,11 @@ func main() {
 		}
 		fmt.Printf("%-24s %12s %12s %7.2fx  %s\n", c.name, round(g), round(h), ratio, goal)
 	}
+	if err := benchStdout(*gompi, *hydra, *stdoutReps, dir); err != nil {
+		fmt.Fprintln(os.Stderr, "bench: stdout:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
 }
 
 // spawnFloor is the machine's own limit for a launcher on one host: the
@@ -171,13 +186,18 @@ func spawnFloor(n, reps int) time.Duration {
 }
 
 func measure(gompi, hydra string, args []string, reps int) (time.Duration, time.Duration, error) {
+	return measureWith(timeRun, gompi, hydra, args, reps)
+}
+
+// measureWith is measure with run timing each run.
+func measureWith(run func(launcher string, args []string) (time.Duration, error), gompi, hydra string, args []string, reps int) (time.Duration, time.Duration, error) {
 	var gs, hs []time.Duration
 	for i := 0; i < reps+1; i++ {
-		g, err := timeRun(gompi, args)
+		g, err := run(gompi, args)
 		if err != nil {
 			return 0, 0, fmt.Errorf("gompiexec: %w", err)
 		}
-		h, err := timeRun(hydra, args)
+		h, err := run(hydra, args)
 		if err != nil {
 			return 0, 0, fmt.Errorf("hydra: %w", err)
 		}
