@@ -242,3 +242,49 @@ func TestCartShiftEdgeIsProcNull(t *testing.T) {
 		})
 	}
 }
+
+// TestTranslateRanksProcNull: ProcNull translates to ProcNull (as
+// MPI_Group_translate_ranks does), so a stencil can translate Shift's
+// neighbours, edges included, into another group's ranks; it was ErrRank.
+func TestTranslateRanksProcNull(t *testing.T) {
+	g := Group{[]int{3, 1, 2}}
+	w := Group{[]int{0, 1, 2, 3}}
+	for _, tc := range []struct {
+		in, want []int
+	}{
+		{[]int{ProcNull, 0, 2}, []int{ProcNull, 3, 2}},
+		{[]int{1, ProcNull}, []int{1, ProcNull}},
+	} {
+		got, err := g.TranslateRanks(tc.in, w)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("TranslateRanks(%v) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []int{AnySource, Undefined, 3} {
+		if _, err := g.TranslateRanks([]int{bad}, w); !errors.Is(err, ErrRank) {
+			t.Errorf("TranslateRanks(%d): %v, want ErrRank", bad, err)
+		}
+	}
+}
+
+// TestTopologyOverflow: dims whose product overflows int are ErrArg. They
+// made DimsCreate divide by zero (a panic) and CartCreate return a nil
+// Cart and no error on every rank (the product wrapped to 0).
+func TestTopologyOverflow(t *testing.T) {
+	huge := []int{1 << 32, 1 << 32}
+	for _, dims := range [][]int{huge, {1 << 32, 0, 1 << 32}, {1 << 62, 4, 1}} {
+		if _, err := DimsCreate(4, dims); !errors.Is(err, ErrArg) {
+			t.Errorf("DimsCreate(4, %v): %v, want ErrArg", dims, err)
+		}
+	}
+	comms, _ := world(t, 2, nil)
+	each(t, comms, func(c *Comm) error {
+		for _, dims := range [][]int{huge, {1 << 62, 4}} {
+			cart, err := c.CartCreate(dims, []bool{false, false})
+			if cart != nil || !errors.Is(err, ErrArg) {
+				return fmt.Errorf("CartCreate(%v): %v, %v; want ErrArg", dims, cart, err)
+			}
+		}
+		return nil
+	})
+}
