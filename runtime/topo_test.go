@@ -1,11 +1,13 @@
 package mpi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDimsCreate(t *testing.T) {
@@ -286,5 +288,31 @@ func TestTopologyOverflow(t *testing.T) {
 			}
 		}
 		return nil
+	})
+}
+
+// TestSplitBadColor: a negative color other than Undefined on one rank
+// is ErrArg naming that rank on every rank. Only that rank used to
+// return (ErrArg), and the others waited for it in the exchange for ever
+// (here: until the view's deadline).
+func TestSplitBadColor(t *testing.T) {
+	comms, _ := world(t, 3, nil)
+	each(t, comms, func(c *Comm) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		color := 0
+		if c.Rank() == 1 {
+			color = -5
+		}
+		s, err := c.WithContext(ctx).Split(color, 0)
+		if s != nil || !errors.Is(err, ErrArg) || !strings.Contains(fmt.Sprint(err), "rank 1 passed color -5") {
+			return fmt.Errorf("Split with rank 1's color -5: %v, %v; want ErrArg naming rank 1", s, err)
+		}
+		// The communicator is still usable: nobody took a context id.
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		return d.Free()
 	})
 }
