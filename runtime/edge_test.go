@@ -190,7 +190,8 @@ func TestSizeOneCommunicators(t *testing.T) {
 		if x != 3 {
 			errs = append(errs, fmt.Errorf("AllreduceValue %d", x))
 		}
-		reqs := []*Request{s.Ibarrier(), Iallreduce(s, in, out, Max), Ialltoall(s, in, out), Iscan(s, in, out, Sum), Iexscan(s, in, []int{5, 5}, Sum)}
+		o := func() []int { return make([]int, 2) } // each request its own buffer
+		reqs := []*Request{s.Ibarrier(), Iallreduce(s, in, o(), Max), Ialltoall(s, in, o()), Iscan(s, in, o(), Sum), Iexscan(s, in, o(), Sum)}
 		_, err = WaitAll(bg, reqs...)
 		add("non-blocking", err)
 		ct, err := s.CartCreate([]int{1, 1}, []bool{true, false})
