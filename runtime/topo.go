@@ -201,16 +201,22 @@ func (c *Comm) sharedHosts() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts := make([]int, len(c.group))
+	return hostsOf(all, len(c.group), layoutEntry), nil
+}
+
+// hostsOf tells n ranks apart by the node keys at the start of their
+// stride-byte entries of all: hosts[r] is the lowest rank with r's key.
+func hostsOf(all []byte, n, stride int) []int {
+	hosts := make([]int, n)
 	first := map[[layoutEntry]byte]int{}
 	for r := range hosts {
-		key := [layoutEntry]byte(all[r*layoutEntry:])
+		key := [layoutEntry]byte(all[r*stride:])
 		if _, ok := first[key]; !ok {
 			first[key] = r
 		}
 		hosts[r] = first[key]
 	}
-	return hosts, nil
+	return hosts
 }
 
 // DimsCreate fills the zero entries of dims (one per dimension; nonzero

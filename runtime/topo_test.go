@@ -316,3 +316,31 @@ func TestSplitBadColor(t *testing.T) {
 		return d.Free()
 	})
 }
+
+// TestSplitTypeBadTypeOnOneRank: an unknown type on one rank is ErrArg
+// naming that rank on every rank; only that rank used to return, and the
+// others waited for it for ever (here: until the view's deadline).
+func TestSplitTypeBadTypeOnOneRank(t *testing.T) {
+	comms := hostsWorld(t, "AABA")
+	each(t, comms, func(c *Comm) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		typ := CommTypeShared
+		if c.Rank() == 2 {
+			typ = 7
+		}
+		s, err := c.WithContext(ctx).SplitType(typ, 0)
+		if s != nil || !errors.Is(err, ErrArg) || !strings.Contains(fmt.Sprint(err), "rank 2 passed type 7") {
+			return fmt.Errorf("SplitType with rank 2's type 7: %v, %v; want ErrArg naming rank 2", s, err)
+		}
+		// Then a good one: hosts A and B.
+		s, err = c.SplitType(CommTypeShared, 0)
+		if err != nil {
+			return err
+		}
+		if want := map[bool]int{true: 3, false: 1}[c.Rank() != 2]; s.Size() != want {
+			return fmt.Errorf("shared communicator of %d, want %d", s.Size(), want)
+		}
+		return s.Free()
+	})
+}
