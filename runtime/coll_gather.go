@@ -67,10 +67,15 @@ func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 // Scatterv sends counts[i] elements of root's sendbuf starting at
 // displs[i] to rank i (displs nil: packed in rank order). sendbuf, counts
 // and displs are used at root only; every rank's recvbuf must hold its
-// count.
+// count. On an intercommunicator, root is Root on the root, ProcNull on
+// the rest of its group and the root's remote rank on the other group,
+// whose RemoteSize() ranks counts and displs describe.
 func Scatterv[T Number](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) error {
-	if err := c.intraOnly("Scatterv"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
+	}
+	if c.inter != nil {
+		return interScatterv(c, sendbuf, counts, displs, recvbuf, root)
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err
@@ -134,10 +139,14 @@ func Gather[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 // Gatherv collects counts[i] elements from rank i into root's recvbuf at
 // displs[i] (displs nil: packed in rank order). recvbuf, counts and displs
 // are used at root only. A rank sending more than its count gets
-// ErrTruncate at root.
+// ErrTruncate at root. On an intercommunicator, root is as Scatterv's and
+// the root receives from the RemoteSize() ranks of the other group.
 func Gatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) error {
-	if err := c.intraOnly("Gatherv"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
+	}
+	if c.inter != nil {
+		return interGatherv(c, sendbuf, recvbuf, counts, displs, root)
 	}
 	if err := c.checkRoot(root); err != nil {
 		return err
@@ -200,10 +209,14 @@ func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 
 // Allgatherv collects counts[i] elements from rank i into every rank's
 // recvbuf at displs[i] (displs nil: packed in rank order), along a ring.
-// len(sendbuf) must equal counts[Rank()].
+// len(sendbuf) must equal counts[Rank()]. On an intercommunicator, counts
+// and displs describe the remote group, whose blocks recvbuf receives.
 func Allgatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int) error {
-	if err := c.intraOnly("Allgatherv"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
+	}
+	if c.inter != nil {
+		return interAllgatherv(c, sendbuf, recvbuf, counts, displs)
 	}
 	n, r := len(c.group), c.rank
 	displs, err := checkV(n, counts, displs, len(recvbuf), "allgatherv")
@@ -224,12 +237,15 @@ func Allgatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int) e
 // 1 KiB go in two levels through the host leaders when c spans hosts
 // (coll_node_a2a.go); otherwise blocks below 32 KiB are all posted at
 // once, and larger ones go by pairwise exchange (step s sends to rank+s
-// and receives from rank-s), which bounds the traffic in flight.
+// and receives from rank-s), which bounds the traffic in flight. On an
+// intercommunicator, block i goes to and comes from remote rank i (k =
+// len(sendbuf)/RemoteSize() both ways; groups whose blocks differ in size
+// use Alltoallv).
 func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
-	if err := c.intraOnly("Alltoall"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
 	}
-	n := len(c.group)
+	n := len(c.group) // the remote group's size on an intercommunicator
 	if len(sendbuf)%n != 0 {
 		return fmt.Errorf("%w: alltoall: send buffer of %d not a multiple of %d ranks", ErrArg, len(sendbuf), n)
 	}
@@ -241,6 +257,9 @@ func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
 		return fmt.Errorf("%w: alltoall: send and receive buffers overlap", ErrArg)
 	}
 	l := layout{b: blocks{n * k, k}}
+	if c.inter != nil {
+		return interAlltoall(c, sendbuf, l, recvbuf, l)
+	}
 	if k*sizeOf[T]() < alltoallNodeLarge {
 		if ns, err := c.twoLevel(true); err != nil {
 			return err
@@ -254,12 +273,14 @@ func Alltoall[T Number](c *Comm, sendbuf, recvbuf []T) error {
 // Alltoallv sends sendcounts[i] elements of sendbuf at sdispls[i] to rank
 // i, and receives recvcounts[i] elements from rank i into recvbuf at
 // rdispls[i] (nil displacements: packed in rank order). recvcounts[i] must
-// match what rank i sends here (more gives ErrTruncate).
+// match what rank i sends here (more gives ErrTruncate). On an
+// intercommunicator, the counts and displacements are of the remote
+// group's ranks.
 func Alltoallv[T Number](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbuf []T, recvcounts, rdispls []int) error {
-	if err := c.intraOnly("Alltoallv"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
 	}
-	n := len(c.group)
+	n := len(c.group) // the remote group's size on an intercommunicator
 	sdispls, err := checkV(n, sendcounts, sdispls, len(sendbuf), "alltoallv send")
 	if err != nil {
 		return err
@@ -267,6 +288,9 @@ func Alltoallv[T Number](c *Comm, sendbuf []T, sendcounts, sdispls []int, recvbu
 	rdispls, err = checkV(n, recvcounts, rdispls, len(recvbuf), "alltoallv receive")
 	if err != nil {
 		return err
+	}
+	if c.inter != nil {
+		return interAlltoall(c, sendbuf, layout{counts: sendcounts, displs: sdispls, elem: 1}, recvbuf, layout{counts: recvcounts, displs: rdispls, elem: 1})
 	}
 	if sendcounts[c.rank] != recvcounts[c.rank] {
 		return fmt.Errorf("%w: alltoallv: sending %d to self, receiving %d", ErrArg, sendcounts[c.rank], recvcounts[c.rank])

@@ -80,6 +80,10 @@ func (c *Comm) WithContext(ctx context.Context) *Comm {
 // scratchPool recycles the scratch buffers of non-blocking collectives.
 var scratchPool sync.Pool
 
+// recycleScratch returns a finished collective's scratch to scratchPool
+// (a variable, so a test can watch what is returned).
+var recycleScratch = func(sc *[2][]uint64) { scratchPool.Put(sc) }
+
 // start runs f on a clone of c with the next non-blocking tag space, on
 // its own goroutine, and returns the request f's completion completes.
 func (c *Comm) start(f func(nc *Comm) error) *Request {
@@ -93,7 +97,12 @@ func (c *Comm) start(f func(nc *Comm) error) *Request {
 		err := f(nc)
 		sc := nc.coll.scratch
 		nc.coll = collState{}
-		scratchPool.Put(&sc)
+		if err == nil {
+			// A collective that failed (its context ended) may have left
+			// a receive that had matched still landing in its scratch:
+			// reused, it would corrupt another collective's data.
+			recycleScratch(&sc)
+		}
 		return Status{}, err
 	})
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Non-blocking collectives, ReduceScatter with counts, and collectives
@@ -373,4 +375,58 @@ func TestCollContextCancel(t *testing.T) {
 		}
 	}
 	t.Run("hosts", func(t *testing.T) { run(t, hostsWorld(t, "AABBBC")) })
+}
+
+// TestCollNonblockingScratchAfterFailure: a non-blocking collective that
+// failed does not return its scratch buffers for reuse (a receive that had
+// matched before its context ended may still be writing into them, into
+// whatever collective took them next); one that succeeded does.
+func TestCollNonblockingScratchAfterFailure(t *testing.T) {
+	var mu sync.Mutex
+	watched := map[unsafe.Pointer]bool{} // scratch of the failing collectives
+	var recycled, bad int
+	old := recycleScratch
+	recycleScratch = func(sc *[2][]uint64) {
+		mu.Lock()
+		recycled++
+		for _, s := range sc {
+			if len(s) > 0 && watched[unsafe.Pointer(&s[0])] {
+				bad++
+			}
+		}
+		mu.Unlock()
+		old(sc)
+	}
+	t.Cleanup(func() { recycleScratch = old })
+	comms, _ := world(t, 2, nil)
+	each(t, comms, func(c *Comm) error {
+		buf := make([]int64, 1<<16) // a ring allreduce: scratch in use
+		if _, err := Iallreduce(c, buf, buf, Sum).Wait(context.Background()); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		recvd := make([]int64, len(buf))
+		// The collective holds its scratch from here until it ends: only
+		// its own end could return it.
+		r := c.WithContext(ctx).start(func(nc *Comm) error {
+			s := scratch[int64](nc, 0, len(buf))
+			mu.Lock()
+			watched[unsafe.Pointer(&s[0])] = true
+			mu.Unlock()
+			cancel()
+			return Allreduce(nc, buf, recvd, Sum)
+		})
+		if _, err := r.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+			return fmt.Errorf("cancelled Iallreduce: %v, want context.Canceled", err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if bad > 0 {
+			return errors.New("a failed collective's scratch was returned for reuse")
+		}
+		if recycled == 0 {
+			return errors.New("no successful collective's scratch was returned for reuse")
+		}
+		return nil
+	})
 }

@@ -76,15 +76,17 @@ func scan[T Number](c *Comm, sendbuf, recvbuf []T, op Op, exclusive bool) error 
 // ReduceScatterBlock reduces sendbuf (Size()*k elements on every rank)
 // element-wise with op and leaves block r (elements [r*k, (r+1)*k)) of the
 // result in rank r's recvbuf (len >= k). Commutative ops use the ring
-// reduce-scatter; others Reduce to rank 0 and Scatter.
+// reduce-scatter; others Reduce to rank 0 and Scatter. On an
+// intercommunicator, each group's recvbufs get blocks of the reduction of
+// the other group's sendbufs (both groups' Size()*k must agree).
 func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
-	if err := c.intraOnly("ReduceScatterBlock"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
 	}
 	if err := checkOp[T](op, len(sendbuf)); err != nil {
 		return err
 	}
-	n := len(c.group)
+	n := c.Size() // the local group's on an intercommunicator
 	if len(sendbuf)%n != 0 {
 		return fmt.Errorf("%w: reduce-scatter: send buffer of %d not a multiple of %d ranks", ErrArg, len(sendbuf), n)
 	}
@@ -94,6 +96,13 @@ func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 	}
 	if len(recvbuf) < k {
 		return fmt.Errorf("%w: reduce-scatter: receive buffer of %d for %d", ErrArg, len(recvbuf), k)
+	}
+	if c.inter != nil {
+		counts, displs := make([]int, n), make([]int, n)
+		for i := range counts {
+			counts[i], displs[i] = k, i*k
+		}
+		return interReduceScatter(c, sendbuf, recvbuf[:k], counts, displs, op)
 	}
 	if !op.d.commute {
 		var all []T
@@ -122,12 +131,14 @@ func ReduceScatterBlock[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 // after counts[0..r-1], in rank r's recvbuf (len >= counts[r]). Counts
 // must agree on every rank (and be whole units of op). Commutative ops
 // use the ring reduce-scatter (blocks of the given sizes); others Reduce
-// to rank 0 and Scatterv.
+// to rank 0 and Scatterv. On an intercommunicator, counts are the local
+// group's shares of the reduction of the other group's sendbufs (both
+// groups' totals must agree).
 func ReduceScatter[T Number](c *Comm, sendbuf, recvbuf []T, counts []int, op Op) error {
-	if err := c.intraOnly("ReduceScatter"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
 	}
-	n := len(c.group)
+	n := c.Size() // the local group's on an intercommunicator
 	displs, err := checkV(n, counts, nil, len(sendbuf), "reduce-scatter")
 	if err != nil {
 		return err
@@ -147,6 +158,9 @@ func ReduceScatter[T Number](c *Comm, sendbuf, recvbuf []T, counts []int, op Op)
 	mine := counts[c.rank]
 	if len(recvbuf) < mine {
 		return fmt.Errorf("%w: reduce-scatter: receive buffer of %d for %d", ErrArg, len(recvbuf), mine)
+	}
+	if c.inter != nil {
+		return interReduceScatter(c, sendbuf, recvbuf[:mine], counts, displs, op)
 	}
 	if !op.d.commute {
 		var all []T

@@ -85,11 +85,9 @@ func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 // Split partitions c: ranks passing the same color form a new communicator,
 // ordered by key (then by rank in c). Color Undefined returns nil. It is
 // collective over c. Context ids are agreed collectively: the new id is
-// unused by every member (see takeCtx).
+// unused by every member (see takeCtx). A color below 0 other than
+// Undefined is ErrArg on every member, naming the rank that passed it.
 func (c *Comm) Split(color, key int) (*Comm, error) {
-	if color < 0 && color != Undefined {
-		return nil, fmt.Errorf("%w: color %d", ErrArg, color)
-	}
 	if err := c.intraOnly("Split"); err != nil {
 		return nil, err
 	}
@@ -113,6 +111,11 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 		col := int(int64(binary.LittleEndian.Uint64(b)))
 		k := int(int64(binary.LittleEndian.Uint64(b[8:])))
 		offers[r] = b[16:splitEntry]
+		if col < 0 && col != Undefined {
+			// Checked after the exchange, so that every member fails
+			// alike instead of the others waiting for this one.
+			return nil, fmt.Errorf("%w: Split: rank %d passed color %d (want >= 0 or Undefined)", ErrArg, r, col)
+		}
 		if col == color && color != Undefined {
 			members = append(members, ent{col, k, r})
 		}

@@ -225,23 +225,33 @@ const CommTypeShared = 1
 // SplitType splits c by a property of the ranks (MPI_Comm_split_type):
 // with CommTypeShared, one communicator per host (as SplitShared), ordered
 // by key then rank in c; with Undefined, nil (the caller takes part but
-// joins no communicator). It is collective over c.
+// joins no communicator). It is collective over c. Another type on any
+// rank is ErrArg naming that rank on every rank.
 func (c *Comm) SplitType(typ, key int) (*Comm, error) {
 	if err := c.intraOnly("SplitType"); err != nil {
 		return nil, err
 	}
-	switch typ {
-	case CommTypeShared:
-		return c.SplitShared(key)
-	case Undefined:
-		// Take part in the same exchanges as SplitShared, so members
-		// passing CommTypeShared are not left waiting.
-		if _, err := c.allgatherBytes(make([]byte, layoutEntry), tagNode); err != nil {
-			return nil, err
-		}
-		return c.Split(Undefined, key)
+	// One exchange of every rank's type and node key, so that a bad type
+	// fails every rank alike instead of leaving the others waiting.
+	const entry = layoutEntry + 8
+	mine := make([]byte, entry)
+	k := c.p.nodeKey()
+	copy(mine, k[:])
+	binary.LittleEndian.PutUint64(mine[layoutEntry:], uint64(int64(typ)))
+	all, err := c.allgatherBytes(mine, tagNode)
+	if err != nil {
+		return nil, err
 	}
-	return nil, fmt.Errorf("%w: split type %d (want CommTypeShared or Undefined)", ErrArg, typ)
+	for r := range c.group {
+		if t := int(int64(binary.LittleEndian.Uint64(all[r*entry+layoutEntry:]))); t != CommTypeShared && t != Undefined {
+			return nil, fmt.Errorf("%w: SplitType: rank %d passed type %d (want CommTypeShared or Undefined)", ErrArg, r, t)
+		}
+	}
+	color := Undefined
+	if typ == CommTypeShared {
+		color = hostsOf(all, len(c.group), entry)[c.rank] // the host's lowest rank
+	}
+	return c.Split(color, key)
 }
 
 // releaseCtx returns a freed communicator's context id for reuse.

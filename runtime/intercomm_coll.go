@@ -6,8 +6,10 @@ import "fmt"
 // comes from the other group. Each runs within the local group on the
 // private duplicate (inter.local, a view in the collective's own tag
 // space for non-blocking ones and WithContext) and between the two
-// groups' rank 0s on the intercommunicator's collective context. The
-// other collectives return ErrIntercomm (intraOnly).
+// groups' rank 0s on the intercommunicator's collective context; the v
+// variants and Alltoall(v) go rank to rank on that context. Scan, Exscan
+// and the value collectives return ErrIntercomm (intraOnly), as MPI
+// defines no intercommunicator Scan.
 
 // Root is the root argument of Bcast, Reduce, Gather and Scatter on the
 // root itself on an intercommunicator (MPI_ROOT); the other members of
@@ -102,7 +104,7 @@ func (c *Comm) interRooted(root int, what string) (isRoot, idle bool, err error)
 	case root == Root:
 		return true, false, nil
 	case root == ProcNull:
-		return false, true, nil
+		return false, true, c.errUsable()
 	case root < 0 || root >= len(c.group):
 		return false, false, fmt.Errorf("%w: %s: root %d (remote group of %d; Root on the root, ProcNull on the rest of its group)", ErrRank, what, root, len(c.group))
 	}
@@ -168,4 +170,156 @@ func interScatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 		}
 	}
 	return Scatter(lc, part, recvbuf, 0)
+}
+
+// interGatherv: the root receives counts[i] elements from remote rank i
+// into recvbuf at displs[i] (counts and displs of RemoteSize() entries);
+// every member of the other group sends its sendbuf straight to the root
+// (a linear gather, as Gatherv's).
+func interGatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root int) error {
+	isRoot, idle, err := c.interRooted(root, "gatherv")
+	switch {
+	case err != nil || idle:
+		return err
+	case !isRoot:
+		return c.csend(asBytes(sendbuf), root, tagGather)
+	}
+	rn := len(c.group)
+	displs, err = checkV(rn, counts, displs, len(recvbuf), "gatherv")
+	if err != nil {
+		return err
+	}
+	reqs := c.startReqs()
+	for i := 0; i < rn; i++ {
+		reqs = append(reqs, c.cirecv(asBytes(recvbuf[displs[i]:displs[i]+counts[i]]), sizeOf[T](), i, tagGather))
+	}
+	return c.finishReqs(reqs)
+}
+
+// interScatterv: the root sends counts[i] elements of sendbuf at
+// displs[i] to remote rank i (RemoteSize() entries), directly.
+func interScatterv[T Number](c *Comm, sendbuf []T, counts, displs []int, recvbuf []T, root int) error {
+	isRoot, idle, err := c.interRooted(root, "scatterv")
+	switch {
+	case err != nil || idle:
+		return err
+	case !isRoot:
+		return c.crecv(asBytes(recvbuf), root, tagScatter)
+	}
+	rn := len(c.group)
+	displs, err = checkV(rn, counts, displs, len(sendbuf), "scatterv")
+	if err != nil {
+		return err
+	}
+	reqs := c.startReqs()
+	for i := 0; i < rn; i++ {
+		reqs = append(reqs, c.cisend(asBytes(sendbuf[displs[i]:displs[i]+counts[i]]), i, tagScatter))
+	}
+	return c.finishReqs(reqs)
+}
+
+// interAllgatherv: counts and displs describe the remote group (as in
+// MPI). Every rank sends its sendbuf to the other group's rank 0, which
+// receives them packed (the counts it holds are the senders'), and
+// broadcasts them within its group; each rank unpacks at its displs, so
+// the gaps between blocks are not written.
+func interAllgatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int) error {
+	rn := len(c.group)
+	displs, err := checkV(rn, counts, displs, len(recvbuf), "allgatherv")
+	if err != nil {
+		return err
+	}
+	packed, total := true, 0
+	for i, k := range counts {
+		packed = packed && displs[i] == total
+		total += k
+	}
+	all := recvbuf[:total]
+	if !packed {
+		all = make([]T, total)
+	}
+	lc := c.inter.local
+	reqs := c.startReqs()
+	if lc.rank == 0 {
+		off := 0
+		for i, k := range counts {
+			reqs = append(reqs, c.cirecv(asBytes(all[off:off+k]), sizeOf[T](), i, tagAllgather))
+			off += k
+		}
+	}
+	reqs = append(reqs, c.cisend(asBytes(sendbuf), 0, tagAllgather))
+	if err := c.finishReqs(reqs); err != nil {
+		return err
+	}
+	if err := Bcast(lc, all, 0); err != nil {
+		return err
+	}
+	if !packed {
+		off := 0
+		for i, k := range counts {
+			copy(recvbuf[displs[i]:], all[off:off+k])
+			off += k
+		}
+	}
+	return nil
+}
+
+// interAlltoall moves block i of sl to remote rank i and block i of rl
+// from it. Small blocks are all posted at once; large ones go pairwise
+// over max(local, remote size) steps (step s: send to rank+s, receive
+// from rank-s, either absent when past the remote group's end), which
+// pairs each send with the remote rank's receive of the same step and
+// bounds the traffic in flight.
+func interAlltoall[T Number](c *Comm, sendbuf []T, sl layout, recvbuf []T, rl layout) error {
+	rn, r := len(c.group), c.rank
+	if max(sl.maxBlock(rn), rl.maxBlock(rn))*sizeOf[T]() < alltoallLarge {
+		reqs := c.startReqs()
+		for i := 0; i < rn; i++ {
+			lo, hi := rl.at(i)
+			reqs = append(reqs, c.cirecv(asBytes(recvbuf[lo:hi]), sizeOf[T](), i, tagAlltoall))
+		}
+		for s := 0; s < rn; s++ {
+			dst := (r + s) % rn
+			lo, hi := sl.at(dst)
+			reqs = append(reqs, c.cisend(asBytes(sendbuf[lo:hi]), dst, tagAlltoall))
+		}
+		return c.finishReqs(reqs)
+	}
+	m := max(rn, c.Size())
+	for s := 0; s < m; s++ {
+		var sr, rr *Request
+		if src := mod(r-s, m); src < rn {
+			lo, hi := rl.at(src)
+			rr = c.cirecv(asBytes(recvbuf[lo:hi]), sizeOf[T](), src, tagAlltoall)
+		}
+		if dst := (r + s) % m; dst < rn {
+			lo, hi := sl.at(dst)
+			sr = c.cisend(asBytes(sendbuf[lo:hi]), dst, tagAlltoall)
+		}
+		if err := c.waitReqs(rr, sr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// interReduceScatter: each group reduces its sendbufs to its rank 0, the
+// rank 0s swap the results, and each scatters the other group's result
+// within its group by counts (Size() entries: the local group's shares).
+// Both groups' totals must agree (else ErrTruncate on a rank 0).
+func interReduceScatter[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, op Op) error {
+	lc := c.inter.local
+	var part, theirs []T
+	if lc.rank == 0 {
+		part, theirs = make([]T, len(sendbuf)), make([]T, len(sendbuf))
+	}
+	if err := Reduce(lc, sendbuf, part, op, 0); err != nil {
+		return err
+	}
+	if lc.rank == 0 {
+		if err := c.csendrecv(asBytes(part), 0, asBytes(theirs), 0, tagRedScat); err != nil {
+			return err
+		}
+	}
+	return Scatterv(lc, theirs, counts, displs, recvbuf, 0)
 }

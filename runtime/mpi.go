@@ -89,7 +89,11 @@ var (
 	ErrAborted = errors.New("mpi: job aborted")
 	// ErrFinalized: the runtime was finalized.
 	ErrFinalized = errors.New("mpi: finalized")
-	// ErrRank, ErrTag, ErrArg: bad arguments.
+	// ErrRank, ErrTag, ErrArg: bad arguments. A received message that is
+	// not a whole number of the receive buffer's elements (6 bytes into
+	// an []int32: the sender sent another type) is ErrArg naming its
+	// source and tag; its bytes are delivered, and Status.Count is
+	// Undefined (MPI_Get_count's MPI_UNDEFINED).
 	ErrRank = errors.New("mpi: invalid rank")
 	ErrTag  = errors.New("mpi: invalid tag")
 	ErrArg  = errors.New("mpi: invalid argument")

@@ -54,7 +54,9 @@ func Isend[T Number](c *Comm, buf []T, dest, tag int) *Request {
 }
 
 // Recv receives into buf from rank src (or AnySource) with tag (or AnyTag).
-// A longer message fills buf and returns an error wrapping ErrTruncate.
+// A longer message fills buf and returns an error wrapping ErrTruncate; one
+// that is not a whole number of elements of T, an error wrapping ErrArg
+// (Status.Count Undefined).
 func Recv[T Number](c *Comm, buf []T, src, tag int) (Status, error) {
 	if err := checkTag(tag, true); err != nil {
 		return Status{}, err
@@ -104,7 +106,8 @@ func Sendrecv[T Number](c *Comm, sendbuf []T, dest, sendtag int, recvbuf []T, sr
 }
 
 // Probe blocks until a message matching (src, tag) can be received and
-// describes it without receiving it; Count is in elements of T.
+// describes it without receiving it; Count is in elements of T (Undefined
+// if the message is not a whole number of them).
 func Probe[T Number](c *Comm, src, tag int) (Status, error) {
 	return ProbeContext[T](context.Background(), c, src, tag)
 }
@@ -149,7 +152,7 @@ func (c *Comm) iprobe(src, tag, elem int) (bool, Status, <-chan struct{}, error)
 	if m.rts {
 		n = m.length
 	}
-	return true, Status{Source: m.src, Tag: m.tag, Count: n / elem, Bytes: n}, nil, nil
+	return true, Status{Source: m.src, Tag: m.tag, Count: countOf(n, elem), Bytes: n}, nil, nil
 }
 
 func checkTag(tag int, wild bool) error {
@@ -415,15 +418,55 @@ func (p *proc) deliver(op *recvOp, src, tag int, data []byte) {
 		return
 	}
 	n := copy(op.buf, data)
-	op.req.complete(recvStatus(op, src, tag, n), truncErr(len(data), len(op.buf), src, tag))
+	st := recvStatus(op, src, tag, n)
+	op.req.complete(st, recvErr(op, st, len(data)))
 }
 
+// recvStatus is the Status of a receive of which n bytes landed in
+// op.buf: Count Undefined when they are not a whole number of elements
+// (as MPI_Get_count's MPI_UNDEFINED; recvErr makes it an error).
 func recvStatus(op *recvOp, src, tag, n int) Status {
 	c := n
 	if op.elem != 1 { // bytes need no division (tens of cycles a message)
-		c = n / op.elem
+		if c = n / op.elem; c*op.elem != n {
+			c = Undefined
+		}
 	}
 	return Status{Source: src, Tag: tag, Count: c, Bytes: n}
+}
+
+// recvErr is the error of a receive with status st of a msg-byte message
+// into op.buf, or nil: ErrTruncate's when the message was longer than the
+// buffer, errPartial's when Count is Undefined. The check is inlined; the
+// error is made out of line (every receive completes through here).
+func recvErr(op *recvOp, st Status, msg int) error {
+	if msg > len(op.buf) || st.Count < 0 {
+		return recvFailed(op, st, msg)
+	}
+	return nil
+}
+
+func recvFailed(op *recvOp, st Status, msg int) error {
+	if msg > len(op.buf) {
+		return errTruncated(msg, len(op.buf), st.Source, st.Tag)
+	}
+	return errPartial(st.Bytes, op.elem, st.Source, st.Tag)
+}
+
+// countOf is a k-byte message's count of elem-byte elements, Undefined if
+// it is not a whole number of them.
+func countOf(k, elem int) int {
+	if k%elem != 0 {
+		return Undefined
+	}
+	return k / elem
+}
+
+// errPartial is the error of a k-byte message from src with tag received
+// into elem-byte elements it does not fill a whole number of (the sender
+// sent another type): its bytes were delivered, the last element partly.
+func errPartial(k, elem, src, tag int) error {
+	return fmt.Errorf("%w: %d-byte message from rank %d (tag %d) is not a whole number of %d-byte elements of the receive buffer", ErrArg, k, src, tag, elem)
 }
 
 // truncErr is ErrTruncate's error for a msg-byte message from rank src
@@ -513,6 +556,7 @@ func (p *proc) readInto(op *recvOp, pe *peer, src, tag, n int, r *bufio.Reader) 
 			return err
 		}
 	}
-	op.req.complete(recvStatus(op, src, tag, k), truncErr(n, len(op.buf), src, tag))
+	st := recvStatus(op, src, tag, k)
+	op.req.complete(st, recvErr(op, st, n))
 	return nil
 }

@@ -182,7 +182,7 @@ func (c *Comm) mprobe(src, tag, elem int) (*Message, Status, <-chan struct{}, er
 	if m.rts {
 		n = m.length
 	}
-	return &Message{c: c, m: m}, Status{Source: m.src, Tag: m.tag, Count: n / elem, Bytes: n}, nil, nil
+	return &Message{c: c, m: m}, Status{Source: m.src, Tag: m.tag, Count: countOf(n, elem), Bytes: n}, nil, nil
 }
 
 // Mrecv receives a message returned by Mprobe into buf (a longer message

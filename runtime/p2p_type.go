@@ -101,10 +101,14 @@ func IsendType[T Number](c *Comm, buf []T, count int, dt Datatype, dest, tag int
 	return Isend(c, packed, dest, tag)
 }
 
-// typedStatus turns a byte receive's status into one counted in T.
-func typedStatus[T Number](st Status) Status {
-	st.Count = st.Bytes / sizeOf[T]()
-	return st
+// typedResult turns a byte receive's status into one counted in T, and
+// a message of a partial T into errPartial (as a typed receive's).
+func typedResult[T Number](st Status, err error) (Status, error) {
+	st.Count = countOf(st.Bytes, sizeOf[T]())
+	if st.Count == Undefined && err == nil {
+		err = errPartial(st.Bytes, sizeOf[T](), st.Source, st.Tag)
+	}
+	return st, err
 }
 
 // RecvType receives a message into count copies of dt over buf from src
@@ -118,14 +122,14 @@ func RecvType[T Number](c *Comm, buf []T, count int, dt Datatype, src, tag int) 
 	}
 	if dt.Contiguous() && dt.d.lb == 0 && dt.d.extent == dt.d.size {
 		st, err := Recv(c, asBytes(buf)[:n], src, tag) // no unpacking needed
-		return typedStatus[T](st), err
+		return typedResult[T](st, err)
 	}
 	packed := make([]byte, n)
 	st, err := Recv(c, packed, src, tag)
 	if _, uerr := Unpack(packed[:st.Bytes], buf, count, dt); err == nil {
 		err = uerr
 	}
-	return typedStatus[T](st), err
+	return typedResult[T](st, err)
 }
 
 // IrecvType starts RecvType; the data is unpacked into buf when the
@@ -148,7 +152,7 @@ func IrecvType[T Number](c *Comm, buf []T, count int, dt Datatype, src, tag int)
 		if _, uerr := Unpack(packed[:st.Bytes], buf, count, dt); err == nil {
 			err = uerr
 		}
-		return typedStatus[T](st), err
+		return typedResult[T](st, err)
 	})
 }
 
@@ -170,5 +174,5 @@ func SendrecvType[T Number](c *Comm, sendbuf []T, scount int, sdt Datatype, dest
 	if _, uerr := Unpack(in[:st.Bytes], recvbuf, rcount, rdt); err == nil {
 		err = uerr
 	}
-	return typedStatus[T](st), err
+	return typedResult[T](st, err)
 }

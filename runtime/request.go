@@ -14,7 +14,7 @@ import (
 type Status struct {
 	Source int // sender's rank in the communicator
 	Tag    int
-	Count  int // elements of the receive type (bytes for values)
+	Count  int // elements of the receive type (bytes for values); Undefined if the message is not a whole number of them
 	Bytes  int // message bytes delivered (or, for probes, the message length)
 }
 

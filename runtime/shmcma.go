@@ -130,7 +130,8 @@ func (p *proc) completeCMA(op *recvOp, m *message, buf []byte) {
 	if op.alloc {
 		p.deliver(op, m.src, m.tag, buf)
 	} else {
-		op.req.complete(recvStatus(op, m.src, m.tag, len(buf)), truncErr(m.length, len(op.buf), m.src, m.tag))
+		st := recvStatus(op, m.src, m.tag, len(buf))
+		op.req.complete(st, recvErr(op, st, m.length))
 	}
 }
 

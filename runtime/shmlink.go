@@ -656,7 +656,8 @@ func (l *shmLink) complete(op *recvOp, src, tag, n int) {
 		return
 	}
 	k := min(n, len(op.buf))
-	l.finish(op, recvStatus(op, src, tag, k), truncErr(n, len(op.buf), src, tag))
+	st := recvStatus(op, src, tag, k)
+	l.finish(op, st, recvErr(op, st, n))
 }
 
 // completeEager is complete for an eager frame's receive, which claimEager
@@ -667,7 +668,8 @@ func (l *shmLink) completeEager(op *recvOp, src, tag, n int) {
 		return
 	}
 	k := min(n, len(op.buf))
-	st, err := recvStatus(op, src, tag, k), truncErr(n, len(op.buf), src, tag)
+	st := recvStatus(op, src, tag, k)
+	err := recvErr(op, st, n)
 	if op == &l.xop {
 		l.xst, l.xerr, l.xdone = st, err, true
 		return

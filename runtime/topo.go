@@ -77,10 +77,15 @@ func (g Group) Excl(ranks []int) (Group, error) {
 }
 
 // TranslateRanks maps ranks of g to ranks of h (Undefined where a member
-// of g is not in h).
+// of g is not in h; ProcNull to ProcNull, as in MPI, so Shift's neighbours
+// translate at the edges too).
 func (g Group) TranslateRanks(ranks []int, h Group) ([]int, error) {
 	out := make([]int, len(ranks))
 	for i, r := range ranks {
+		if r == ProcNull {
+			out[i] = ProcNull
+			continue
+		}
 		if r < 0 || r >= len(g.world) {
 			return nil, fmt.Errorf("%w: %d (group of %d)", ErrRank, r, len(g.world))
 		}
@@ -196,16 +201,22 @@ func (c *Comm) sharedHosts() ([]int, error) {
 	if err != nil {
 		return nil, err
 	}
-	hosts := make([]int, len(c.group))
+	return hostsOf(all, len(c.group), layoutEntry), nil
+}
+
+// hostsOf tells n ranks apart by the node keys at the start of their
+// stride-byte entries of all: hosts[r] is the lowest rank with r's key.
+func hostsOf(all []byte, n, stride int) []int {
+	hosts := make([]int, n)
 	first := map[[layoutEntry]byte]int{}
 	for r := range hosts {
-		key := [layoutEntry]byte(all[r*layoutEntry:])
+		key := [layoutEntry]byte(all[r*stride:])
 		if _, ok := first[key]; !ok {
 			first[key] = r
 		}
 		hosts[r] = first[key]
 	}
-	return hosts, nil
+	return hosts
 }
 
 // DimsCreate fills the zero entries of dims (one per dimension; nonzero
@@ -220,6 +231,8 @@ func DimsCreate(nnodes int, dims []int) ([]int, error) {
 			return nil, fmt.Errorf("%w: dims %v", ErrArg, dims)
 		case d == 0:
 			free++
+		case d > max(nnodes, 1)/fixed: // the product would pass nnodes (or overflow)
+			return nil, fmt.Errorf("%w: %d nodes do not fit dims %v", ErrArg, nnodes, dims)
 		default:
 			fixed *= d
 		}
@@ -293,10 +306,10 @@ func (c *Comm) CartCreate(dims []int, periods []bool) (*Cart, error) {
 		if d < 1 {
 			return nil, fmt.Errorf("%w: dims %v", ErrArg, dims)
 		}
+		if d > len(c.group)/n { // checked before multiplying: it could overflow
+			return nil, fmt.Errorf("%w: grid %v has more ranks than the communicator's %d", ErrArg, dims, len(c.group))
+		}
 		n *= d
-	}
-	if n > len(c.group) {
-		return nil, fmt.Errorf("%w: grid %v of %d ranks on a communicator of %d", ErrArg, dims, n, len(c.group))
 	}
 	color := 0
 	if c.rank >= n {

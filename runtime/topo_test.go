@@ -1,11 +1,13 @@
 package mpi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestDimsCreate(t *testing.T) {
@@ -241,4 +243,104 @@ func TestCartShiftEdgeIsProcNull(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestTranslateRanksProcNull: ProcNull translates to ProcNull (as
+// MPI_Group_translate_ranks does), so a stencil can translate Shift's
+// neighbours, edges included, into another group's ranks; it was ErrRank.
+func TestTranslateRanksProcNull(t *testing.T) {
+	g := Group{[]int{3, 1, 2}}
+	w := Group{[]int{0, 1, 2, 3}}
+	for _, tc := range []struct {
+		in, want []int
+	}{
+		{[]int{ProcNull, 0, 2}, []int{ProcNull, 3, 2}},
+		{[]int{1, ProcNull}, []int{1, ProcNull}},
+	} {
+		got, err := g.TranslateRanks(tc.in, w)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("TranslateRanks(%v) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []int{AnySource, Undefined, 3} {
+		if _, err := g.TranslateRanks([]int{bad}, w); !errors.Is(err, ErrRank) {
+			t.Errorf("TranslateRanks(%d): %v, want ErrRank", bad, err)
+		}
+	}
+}
+
+// TestTopologyOverflow: dims whose product overflows int are ErrArg. They
+// made DimsCreate divide by zero (a panic) and CartCreate return a nil
+// Cart and no error on every rank (the product wrapped to 0).
+func TestTopologyOverflow(t *testing.T) {
+	huge := []int{1 << 32, 1 << 32}
+	for _, dims := range [][]int{huge, {1 << 32, 0, 1 << 32}, {1 << 62, 4, 1}} {
+		if _, err := DimsCreate(4, dims); !errors.Is(err, ErrArg) {
+			t.Errorf("DimsCreate(4, %v): %v, want ErrArg", dims, err)
+		}
+	}
+	comms, _ := world(t, 2, nil)
+	each(t, comms, func(c *Comm) error {
+		for _, dims := range [][]int{huge, {1 << 62, 4}} {
+			cart, err := c.CartCreate(dims, []bool{false, false})
+			if cart != nil || !errors.Is(err, ErrArg) {
+				return fmt.Errorf("CartCreate(%v): %v, %v; want ErrArg", dims, cart, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TestSplitBadColor: a negative color other than Undefined on one rank
+// is ErrArg naming that rank on every rank. Only that rank used to
+// return (ErrArg), and the others waited for it in the exchange for ever
+// (here: until the view's deadline).
+func TestSplitBadColor(t *testing.T) {
+	comms, _ := world(t, 3, nil)
+	each(t, comms, func(c *Comm) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		color := 0
+		if c.Rank() == 1 {
+			color = -5
+		}
+		s, err := c.WithContext(ctx).Split(color, 0)
+		if s != nil || !errors.Is(err, ErrArg) || !strings.Contains(fmt.Sprint(err), "rank 1 passed color -5") {
+			return fmt.Errorf("Split with rank 1's color -5: %v, %v; want ErrArg naming rank 1", s, err)
+		}
+		// The communicator is still usable: nobody took a context id.
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		return d.Free()
+	})
+}
+
+// TestSplitTypeBadTypeOnOneRank: an unknown type on one rank is ErrArg
+// naming that rank on every rank; only that rank used to return, and the
+// others waited for it for ever (here: until the view's deadline).
+func TestSplitTypeBadTypeOnOneRank(t *testing.T) {
+	comms := hostsWorld(t, "AABA")
+	each(t, comms, func(c *Comm) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		typ := CommTypeShared
+		if c.Rank() == 2 {
+			typ = 7
+		}
+		s, err := c.WithContext(ctx).SplitType(typ, 0)
+		if s != nil || !errors.Is(err, ErrArg) || !strings.Contains(fmt.Sprint(err), "rank 2 passed type 7") {
+			return fmt.Errorf("SplitType with rank 2's type 7: %v, %v; want ErrArg naming rank 2", s, err)
+		}
+		// Then a good one: hosts A and B.
+		s, err = c.SplitType(CommTypeShared, 0)
+		if err != nil {
+			return err
+		}
+		if want := map[bool]int{true: 3, false: 1}[c.Rank() != 2]; s.Size() != want {
+			return fmt.Errorf("shared communicator of %d, want %d", s.Size(), want)
+		}
+		return s.Free()
+	})
 }
