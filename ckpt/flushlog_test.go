@@ -56,7 +56,7 @@ func TestFlushFailureSaidAtOnce(t *testing.T) {
 				return err
 			}
 		}
-		c.queued.Wait() // this rank's flushes are done; the job goes on
+		c.queued.Wait()                        // this rank's flushes are done; the job goes on
 		if err := comm.Barrier(); err != nil { // and every rank's
 			return err
 		}
