@@ -1,34 +1,15 @@
 package ckpt
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gompi/gompi/ckpt/layout"
+	"github.com/gompi/gompi/internal/testkit"
 	mpi "github.com/gompi/gompi/runtime"
 )
-
-// lockedBuf is a bytes.Buffer the flushers of several ranks write to.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestFlushFailureSaidAtOnce: a flush that fails (here epoch 2's
 // directory in the prefix is a file; a full or read-only prefix does the
@@ -40,7 +21,7 @@ func TestFlushFailureSaidAtOnce(t *testing.T) {
 	if err := os.WriteFile(layout.EpochDir(cfg.Prefix, 2), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log lockedBuf
+	var log testkit.Buffer // the flushers of several ranks write to it
 	logOut = &log
 	defer func() { logOut = os.Stderr }()
 	noErrs(t, runRanks(t, 2, func(comm *mpi.Comm) error {
