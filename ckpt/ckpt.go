@@ -215,6 +215,14 @@ type Ckpt struct {
 	pending      map[int]*layout.Manifest
 	primed       bool // a spare was asked for (or a checkpoint written) in this run
 	prefixCommit int  // newest epoch committed in Prefix (as rank 0 last said)
+	// Rank 0's commits in the prefix: the newest epoch handed to the
+	// committer, the newest whose commit is done (durable: only that one
+	// counts as committed), and whether a commit failed since the last
+	// retry.
+	queuedCommit int
+	durable      atomic.Int64
+	commitFailed atomic.Bool
+	commitErr    atomic.Pointer[error] // the last failed commit's, until a later one succeeds
 	closed       bool
 
 	// Snapshots (snapshot.go): the one in progress, the cache manifests
@@ -339,6 +347,8 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	c.next = max(int(v[0])+1, 1)
 	if m, err := layout.Newest(cfg.Prefix); err == nil {
 		c.prefixCommit = m.Epoch
+		c.queuedCommit = m.Epoch
+		c.durable.Store(int64(m.Epoch))
 	}
 	if cfg.Requests != nil {
 		go func() {
@@ -468,7 +478,7 @@ func (c *Ckpt) Epoch() int { return c.next - 1 }
 // It also commits cache epochs whose flush every rank completed.
 func (c *Ckpt) NeedCheckpoint() (bool, error) {
 	local := c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval
-	need, err := c.sync(local)
+	need, err := c.sync(local, false)
 	if err != nil {
 		return false, err
 	}
@@ -491,9 +501,15 @@ func (c *Ckpt) NeedCheckpoint() (bool, error) {
 }
 
 // sync is the one reduction NeedCheckpoint costs: it agrees on whether to
-// checkpoint and on which flushed epoch to commit in the prefix.
-func (c *Ckpt) sync(want bool) (bool, error) {
-	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load()}
+// checkpoint and on which flushed epoch to commit in the prefix. With
+// retry (Checkpoint, Flush, Close; not NeedCheckpoint, which a job calls at
+// every step) the epochs whose commit in the prefix failed are committed
+// again.
+func (c *Ckpt) sync(want, retry bool) (bool, error) {
+	// v[2]: the newest epoch whose commit in the prefix is done (what
+	// pruning and the flushed entries go by); v[4]: the newest handed to
+	// rank 0's committer (newer flushed ones are to be committed).
+	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load(), -1}
 	if want {
 		v[0] = 1
 	}
@@ -501,7 +517,23 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 		v[1] = 0
 	}
 	if c.comm.Rank() == 0 {
-		v[2] = int64(c.prefixCommit)
+		if c.cfg.Cache != "" {
+			// Only a commit the committer finished counts: counting one
+			// it was still doing (or had failed) let the nodes retire
+			// the cache's copies of an epoch not in the prefix.
+			c.prefixCommit = int(c.durable.Load())
+			if retry && c.commitFailed.Swap(false) {
+				c.queuedCommit = c.prefixCommit
+			}
+			for p := range c.pending {
+				if p <= c.prefixCommit {
+					delete(c.pending, p)
+				}
+			}
+		} else {
+			c.queuedCommit = c.prefixCommit
+		}
+		v[2], v[4] = int64(c.prefixCommit), int64(c.queuedCommit)
 	}
 	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
 		return false, err
@@ -520,7 +552,7 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 		}
 	}
 	c.flushMu.Unlock()
-	if c.cfg.Cache != "" && flushed > int(v[2]) {
+	if c.cfg.Cache != "" && flushed > int(v[4]) {
 		// Every rank knows from the reduction that epoch flushed is
 		// ready: gather its files' entries, whose checksums the flushes
 		// computed.
@@ -555,7 +587,7 @@ func (c *Ckpt) Checkpoint() error {
 	if c.closed {
 		return errors.New("ckpt: Checkpoint after Close")
 	}
-	if _, err := c.sync(false); err != nil {
+	if _, err := c.sync(false, true); err != nil {
 		return err
 	}
 	e := c.next
@@ -746,7 +778,7 @@ func (c *Ckpt) Flush() error {
 		return errors.New("ckpt: Flush after Close")
 	}
 	c.queued.Wait()
-	if _, err := c.sync(false); err != nil {
+	if _, err := c.sync(false, true); err != nil {
 		return err
 	}
 	c.commits.Wait()
@@ -757,10 +789,17 @@ func (c *Ckpt) Flush() error {
 	return c.FlushError()
 }
 
-// FlushError is the last error of the background flush, if any.
+// FlushError is the last error of the background flush, if any, or of
+// the commit in the prefix of a flushed epoch when no later commit
+// succeeded.
 func (c *Ckpt) FlushError() error {
-	err, _ := c.flushErr.Load().(error)
-	return err
+	if err, _ := c.flushErr.Load().(error); err != nil {
+		return err
+	}
+	if p := c.commitErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Close waits for the background flush and commits the newest flushed
@@ -777,7 +816,7 @@ func (c *Ckpt) Close() error {
 	if c.flushQ != nil {
 		close(c.flushQ)
 		c.flushWG.Wait()
-		_, err := c.sync(false)
+		_, err := c.sync(false, true)
 		if c.commitQ != nil {
 			close(c.commitQ)
 			c.commitWG.Wait()
