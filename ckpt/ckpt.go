@@ -718,7 +718,8 @@ func (c *Ckpt) flush(j flushJob) {
 			j.w.Abort()
 		}
 		if err != nil {
-			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
+			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err),
+				"its snapshot was not written: the epoch is not committed anywhere")
 			return
 		}
 	}
@@ -735,7 +736,8 @@ func (c *Ckpt) flush(j flushJob) {
 		f, err = layout.CopyFile(j.from, c.cfg.Prefix, j.epoch, j.file)
 	}
 	if err != nil {
-		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
+		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err),
+			"that epoch is only in the node caches: a restart on other nodes cannot use it")
 		return
 	}
 	c.flushMu.Lock()
@@ -761,9 +763,9 @@ var logOut io.Writer = os.Stderr
 // FlushError returned it only from Flush or Close, so a job whose prefix
 // was full ran for hours with no epoch reaching it, every one only in the
 // node caches, and learned it at the end.
-func (c *Ckpt) flushFailed(err error) {
+func (c *Ckpt) flushFailed(err error, consequence string) {
 	c.flushErr.Store(err)
-	fmt.Fprintf(logOut, "%v (that epoch is only in the node caches: a restart on other nodes cannot use it)\n", err)
+	fmt.Fprintf(logOut, "%v (%s)\n", err, consequence)
 }
 
 // Flush waits until this rank's background flushes are done, then commits

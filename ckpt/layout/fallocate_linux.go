@@ -22,3 +22,22 @@ func fallocate(f *os.File, size int64) error {
 	}
 	return err
 }
+
+// reserve allocates storage for f's bytes [off, off+n) without changing
+// its size, unless the file has as many blocks already (a spare file,
+// allocated whole: allocating its pages again costs about 0.03 s per
+// 256 MiB on tmpfs). Without fallocate it does nothing.
+func reserve(f *os.File, off, n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err == nil && st.Blocks*512 >= off+n {
+		return nil
+	}
+	err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, off, n)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return nil
+	}
+	return err
+}

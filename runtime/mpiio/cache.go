@@ -44,6 +44,9 @@ type cache struct {
 	cond    *sync.Cond
 	seq     uint64
 	dataEnd int64
+	// reserved: the data file's bytes [0, reserved) have storage (written,
+	// or allocated for a snapshot writer); only beyond is fallocate needed.
+	reserved int64
 	queue   []journal.Extent // acknowledged, not yet flushed, in order
 	maxEnd  int64            // largest file end of a queued extent
 	err     error            // the flusher's first failure (sticky)
@@ -299,16 +302,45 @@ func (c *cache) putv(ps []piece, buf []byte, hold bool) error {
 			maxEnd = max(maxEnd, ps[i].off+ps[i].len)
 		}
 	}
-	if c.snapMin > 0 && e.Len >= c.snapMin && !cow.Disabled() && cow.Private(buf[lo:hi]) {
+	snap := c.snapMin > 0 && e.Len >= c.snapMin && !cow.Disabled() && cow.Private(buf[lo:hi])
+	if snap {
+		// The writer must not fail for want of space after the write is
+		// acknowledged (it did, with the cache directory full: ENOSPC lost
+		// the write): reserve the extent's storage first, and fail the
+		// write here if there is none. Without fallocate, copy.
+		if err := c.reserve(e.DataOff + e.Len); errors.Is(err, unix.EOPNOTSUPP) {
+			snap = false
+		} else if err != nil {
+			return fmt.Errorf("cache data %s: reserving %d bytes for a snapshot write: %w", c.dataPath, e.Len, err)
+		}
+	}
+	if snap {
 		if err := c.putSnapshot(e, runs, hold); err != nil {
 			return err
 		}
 	} else if err := c.putCopy(e, runs); err != nil {
 		return err
 	}
+	c.reserved = max(c.reserved, e.DataOff+e.Len)
 	c.dataEnd += e.Len
 	c.maxEnd = maxEnd
 	c.cond.Broadcast()
+	return nil
+}
+
+// reserve allocates the data file's storage up to end. The data file is
+// written from its start again after each drain, so only its first
+// extension costs anything (about 0.1 s per 256 MiB of new tmpfs pages,
+// which the writer would otherwise have allocated). The file's size is
+// kept: it grows as the writers write.
+func (c *cache) reserve(end int64) error {
+	if end <= c.reserved {
+		return nil
+	}
+	if err := unix.Fallocate(int(c.data.Fd()), unix.FALLOC_FL_KEEP_SIZE, c.reserved, end-c.reserved); err != nil {
+		return err
+	}
+	c.reserved = end
 	return nil
 }
 
