@@ -180,6 +180,8 @@ type Ckpt struct {
 	leader bool // writes this node's cache manifest
 	// unlock releases the node's cache lock (the leader holds it).
 	unlock func()
+	// owner: rank 0's ownership of the prefix (owner.go).
+	owner  *layout.PrefixLock
 	onNode []int // the ranks on this rank's node (same host, same cache)
 	// Partner copies: the rank this rank sends its file to (-1: none) and
 	// the ranks that send theirs here.
@@ -331,6 +333,14 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 				}
 			}
 		}
+	}
+	if err := c.claimPrefix(ctx); err != nil {
+		if c.unlock != nil {
+			c.unlock()
+		}
+		return nil, err
+	}
+	if c.cfg.Cache != "" {
 		c.flushQ = make(chan flushJob, 64)
 		c.flushWG.Add(1)
 		go c.flusher()
@@ -599,6 +609,11 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	rank, size := c.comm.Rank(), c.comm.Size()
 	res, w, err := c.writeFile(dir, e)
+	if err == nil && c.owner != nil {
+		// Another job took the prefix over (it judged this one dead):
+		// both writing it would mix their epochs.
+		err = c.owner.Lost()
+	}
 	if c.partnerTo >= 0 {
 		if perr := c.partnerCopy(e, res.File, err); perr != nil && err == nil {
 			err = perr
@@ -814,6 +829,9 @@ func (c *Ckpt) Close() error {
 	close(c.stop)
 	if c.unlock != nil {
 		defer c.unlock()
+	}
+	if c.owner != nil {
+		defer c.owner.Release()
 	}
 	if c.flushQ != nil {
 		close(c.flushQ)

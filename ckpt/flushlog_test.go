@@ -2,6 +2,7 @@ package ckpt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -146,4 +147,44 @@ func TestCacheEpochKeptUntilPrefixCommitDurable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPrefixOfARunningJob: a second job on a prefix a running job writes
+// (here without caches, whose locks would refuse it first) fails in New
+// on every rank, naming the owner; once the first job closed, it runs.
+func TestPrefixOfARunningJob(t *testing.T) {
+	t.Setenv(EnvOwnerStale, "1") // a live owner on this host is waited for 0.1 s
+	cfg := Config{Prefix: t.TempDir()}
+	held, release := make(chan struct{}), make(chan struct{})
+	first := make(chan []error)
+	go func() {
+		first <- runRanks(t, 2, func(comm *mpi.Comm) error {
+			c, err := New(context.Background(), comm, cfg)
+			if err != nil {
+				return err
+			}
+			if comm.Rank() == 0 {
+				close(held)
+			}
+			<-release
+			return c.Close()
+		})
+	}()
+	<-held
+	errs := runRanks(t, 2, func(comm *mpi.Comm) error {
+		c, err := New(context.Background(), comm, cfg)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		return errors.New("New succeeded beside a running job on the same prefix")
+	})
+	close(release)
+	noErrs(t, <-first)
+	for r, err := range errs {
+		if !errors.Is(err, layout.ErrPrefixInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+			t.Fatalf("rank %d: %v, want ErrPrefixInUse naming pid %d", r, err, os.Getpid())
+		}
+	}
+	checkpointSteps(t, 2, cfg, 10)
 }
