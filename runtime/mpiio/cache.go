@@ -57,6 +57,9 @@ type cache struct {
 	// flusher (or close) saw them finish; nsnaps counts them all.
 	snaps  map[uint64]*cow.Snap
 	nsnaps int
+	// through counts the writes too large for the cache directory, written
+	// to the file itself.
+	through int
 	// held: writers forked by the collective call in progress, which
 	// start writing when it returns (release; cow.Options.Hold).
 	held []*cow.Snap
@@ -268,10 +271,44 @@ func (c *cache) put(off int64, b []byte) error {
 // With snapshots on, a large write from private memory is handed to a
 // snapshot writer instead (putSnapshot), with the same promise; hold: the
 // writer starts only at release (a collective call's end).
+//
+// A write the cache directory has no room for (ENOSPC, EDQUOT) first
+// drains the cache, whose flushed extents' space the next writes then
+// reuse, and tries again; one larger than the cache is written to the
+// file itself (after the drain, so after every earlier extent). Such
+// writes failed once the data file had filled the directory, whatever had
+// been flushed, so no file larger than the cache could be written.
 func (c *cache) putv(ps []piece, buf []byte, hold bool) error {
 	if len(ps) == 0 {
 		return nil
 	}
+	err := c.putvOnce(ps, buf, hold)
+	if !noSpace(err) {
+		return err
+	}
+	if derr := c.drain(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	if err = c.putvOnce(ps, buf, hold); !noSpace(err) {
+		return err
+	}
+	for _, p := range ps {
+		if _, err := pwriteFull(c.target, buf[p.buf:p.buf+p.len], p.off); err != nil {
+			return fmt.Errorf("write of %d bytes, larger than the cache %s, to the file: %w", total(ps), c.dataPath, err)
+		}
+	}
+	c.mu.Lock()
+	c.through++
+	c.mu.Unlock()
+	return nil
+}
+
+// noSpace: err says the cache directory is full.
+func noSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+func (c *cache) putvOnce(ps []piece, buf []byte, hold bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
