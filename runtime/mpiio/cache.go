@@ -47,12 +47,12 @@ type cache struct {
 	// reserved: the data file's bytes [0, reserved) have storage (written,
 	// or allocated for a snapshot writer); only beyond is fallocate needed.
 	reserved int64
-	queue   []journal.Extent // acknowledged, not yet flushed, in order
-	maxEnd  int64            // largest file end of a queued extent
-	err     error            // the flusher's first failure (sticky)
-	drains  int              // drains waiting: the flusher skips its delay
-	stop    bool
-	stopped chan struct{}
+	queue    []journal.Extent // acknowledged, not yet flushed, in order
+	maxEnd   int64            // largest file end of a queued extent
+	err      error            // the flusher's first failure (sticky)
+	drains   int              // drains waiting: the flusher skips its delay
+	stop     bool
+	stopped  chan struct{}
 	// snaps: the snapshot writers of queued extents, by Seq, until the
 	// flusher (or close) saw them finish; nsnaps counts them all.
 	snaps  map[uint64]*cow.Snap
