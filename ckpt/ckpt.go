@@ -584,6 +584,8 @@ type result struct {
 	// Deferred: the file is still being written by a snapshot; the
 	// epoch is committed once the flush says every rank's is complete.
 	Deferred bool
+	// NoSpace: Err is the cache directory's ENOSPC or EDQUOT.
+	NoSpace bool
 }
 
 // Checkpoint saves every registered section as a new epoch (collective).
@@ -621,11 +623,19 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	if err != nil {
 		res.Err = fmt.Sprintf("rank %d: %v", rank, err)
+		res.NoSpace = noSpace(err)
 	}
 	all, err := mpi.AllgatherValue(c.comm, res)
 	if err != nil {
 		c.abandon(w)
 		return err
+	}
+	if c.cacheFull(all) {
+		c.abandon(w)
+		if res.Err == "" && !res.Deferred {
+			os.Remove(layout.RankPath(c.cfg.Cache, e, rank))
+		}
+		return c.checkpointDirect(e, all)
 	}
 	m := &layout.Manifest{Epoch: e, Ranks: size, Step: c.step, Time: time.Now().UTC()}
 	deferred := false
