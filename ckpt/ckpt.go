@@ -233,6 +233,8 @@ type Ckpt struct {
 	snap      *cow.Snap
 	deferred  map[int]*layout.Manifest
 	snapshots int
+	// snapNoSpace: a snapshot writer of this rank ran out of space.
+	snapNoSpace atomic.Bool
 }
 
 type flushJob struct {
@@ -743,6 +745,12 @@ func (c *Ckpt) flush(j flushJob) {
 			j.w.Abort()
 		}
 		if err != nil {
+			if noSpace(err) {
+				// From now on space is reserved before each snapshot
+				// (not only when the cache looks short of it), so that a
+				// full cache sends the next epochs to the prefix.
+				c.snapNoSpace.Store(true)
+			}
 			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err),
 				"its snapshot was not written: the epoch is not committed anywhere")
 			return

@@ -53,6 +53,9 @@ func (c *Ckpt) writeFile(dir string, e int) (res result, open *layout.Writer, er
 	if err != nil {
 		return res, nil, err
 	}
+	if c.snapNoSpace.Load() {
+		w.ReserveAlways()
+	}
 	if cached && c.partnerTo < 0 {
 		// The flush computes the checksum, off the application's time
 		// (docs/ckpt.md, "Levels"). A partner copy needs it now.

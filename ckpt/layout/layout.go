@@ -216,7 +216,14 @@ type Writer struct {
 	// reuse: the file is a spare being overwritten (Reuse); Close cuts
 	// it to the bytes written.
 	reuse bool
+	// always: Skip reserves its range's storage even with room to spare
+	// (ReserveAlways).
+	always bool
 }
+
+// ReserveAlways makes Skip reserve the skipped range's storage whatever
+// the file system's free space (after a snapshot writer ran out of it).
+func (w *Writer) ReserveAlways() { w.always = true }
 
 // Create starts rank r's file of epoch e under prefix, creating the epoch
 // directory.
@@ -276,8 +283,9 @@ func (w *Writer) Skip(n int64) (int64, error) {
 	off := w.n
 	// The writer must not run out of space after Checkpoint returned
 	// (the cache full: the epoch was lost after it was taken): reserve
-	// the range's storage now, so that a full file system fails here.
-	if err := reserve(w.f, off, n); err != nil {
+	// the range's storage now, so that a full file system fails here,
+	// unless the file system has room to spare (reserve).
+	if err := reserve(w.f, off, n, w.always); err != nil {
 		w.err = fmt.Errorf("%s: reserving %d bytes for a snapshot: %w", w.path, n, err)
 		return 0, w.err
 	}
