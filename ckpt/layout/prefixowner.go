@@ -33,7 +33,15 @@ type Owner struct {
 	Pid   int    `json:"pid"`
 	Start string `json:"start"` // the process's start time (/proc/PID/stat), against pid reuse
 	Seq   uint64 `json:"seq"`
+	// Launch, when the launcher gives one (EnvLaunch), is the same for
+	// every relaunch of one gompiexec -max-restarts run, which starts
+	// only after the previous launch ended: its record is taken over at
+	// once, even from another node.
+	Launch string `json:"launch,omitempty"`
 }
+
+// EnvLaunch names the launcher's id of a run, kept across its relaunches.
+const EnvLaunch = "GOMPI_CKPT_LAUNCH"
 
 func (o Owner) String() string {
 	job := o.Job
@@ -46,7 +54,7 @@ func (o Owner) String() string {
 // ThisProcess is the record of the calling process as an owner.
 func ThisProcess(job string) Owner {
 	host, _ := os.Hostname()
-	return Owner{Job: job, Host: host, Node: nodeName(), Pid: os.Getpid(), Start: procStart(os.Getpid())}
+	return Owner{Job: job, Host: host, Node: nodeName(), Pid: os.Getpid(), Start: procStart(os.Getpid()), Launch: os.Getenv(EnvLaunch)}
 }
 
 // nodeName identifies this host, pid and mount namespace ("" if
@@ -169,6 +177,8 @@ func ClaimPrefix(ctx context.Context, prefix string, me Owner, stale time.Durati
 			why, err = watch(ctx, path, seen, o, stale)
 		case err != nil:
 			why = fmt.Sprintf("unreadable (%v)", err)
+		case me.Launch != "" && o.Launch == me.Launch && o.Job != me.Job:
+			why = "a previous launch of this run (it was relaunched)"
 		case o.aliveHere() && !exits(ctx, o, min(3*time.Second, stale/10)):
 			return nil, fmt.Errorf("%w: %s is held by %s, running (its record: %s)", ErrPrefixInUse, prefix, o, path)
 		case o.deadHere():

@@ -29,17 +29,23 @@ func TestClaimPrefix(t *testing.T) {
 	elsewhere := Owner{Job: "jobA", Host: "node7", Node: "other-boot/pid:[1]", Pid: 4242, Start: "1"}
 	dead := ThisProcess("jobA")
 	dead.Pid, dead.Start = gone.Process.Pid, "12345"
+	earlier := elsewhere
+	earlier.Launch = "run1"
+	relaunch := ThisProcess("jobB")
+	relaunch.Launch = "run1"
 	for _, tc := range []struct {
 		name    string
+		me      Owner
 		holder  Owner
 		refresh bool   // the holder refreshes its record while B waits
 		inUse   bool   // B is refused
 		says    string // B's message (taken over) or error (refused) contains
 	}{
-		{"alive on this node", ThisProcess("jobA"), false, true, "job jobA, pid " + itoa(os.Getpid())},
-		{"dead on this node", dead, false, false, "its process is gone"},
-		{"stale on another node", elsewhere, false, false, "not refreshed for"},
-		{"refreshed on another node", elsewhere, true, true, "job jobA, pid 4242 on host node7"},
+		{"alive on this node", me, ThisProcess("jobA"), false, true, "job jobA, pid " + itoa(os.Getpid())},
+		{"dead on this node", me, dead, false, false, "its process is gone"},
+		{"stale on another node", me, elsewhere, false, false, "not refreshed for"},
+		{"refreshed on another node", me, elsewhere, true, true, "job jobA, pid 4242 on host node7"},
+		{"previous launch on another node", relaunch, earlier, true, false, "a previous launch of this run"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := t.TempDir()
@@ -68,7 +74,7 @@ func TestClaimPrefix(t *testing.T) {
 					}
 				}()
 			}
-			b, err := ClaimPrefix(context.Background(), prefix, me, 300*time.Millisecond, say)
+			b, err := ClaimPrefix(context.Background(), prefix, tc.me, 300*time.Millisecond, say)
 			close(stop)
 			wg.Wait()
 			if tc.inUse {
