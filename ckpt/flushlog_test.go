@@ -12,6 +12,7 @@ import (
 	"github.com/gompi/gompi/ckpt/layout"
 	"github.com/gompi/gompi/internal/testkit"
 	mpi "github.com/gompi/gompi/runtime"
+	"golang.org/x/sys/unix"
 )
 
 // TestFlushFailureSaidAtOnce: a flush that fails (here epoch 2's
@@ -187,4 +188,32 @@ func TestPrefixOfARunningJob(t *testing.T) {
 		}
 	}
 	checkpointSteps(t, 2, cfg, 10)
+}
+
+// TestRestoreFromReadOnlyPrefix: a job that cannot write the prefix (a
+// read-only copy of the checkpoints) still restores from it: the owner
+// record is only for jobs that write.
+func TestRestoreFromReadOnlyPrefix(t *testing.T) {
+	if os.Geteuid() == 0 {
+		// root writes through the mode bits: a read-only bind mount instead.
+		cfg := Config{Prefix: t.TempDir()}
+		checkpointSteps(t, 2, cfg, 10)
+		ro := smallTmpfs(t, 1<<20) // a mount point to bind over
+		if err := unix.Mount(cfg.Prefix, ro, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("", ro, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Unmount(ro, unix.MNT_DETACH) })
+		restoreExpect(t, 2, Config{Prefix: ro}, 1, 10, "from a read-only prefix: restored %v, want epoch 1")
+		return
+	}
+	cfg := Config{Prefix: t.TempDir()}
+	checkpointSteps(t, 2, cfg, 10)
+	if err := os.Chmod(cfg.Prefix, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(cfg.Prefix, 0o755)
+	restoreExpect(t, 2, cfg, 1, 10, "from a read-only prefix: restored %v, want epoch 1")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gompi/gompi/ckpt/layout"
@@ -53,10 +54,15 @@ func (c *Ckpt) claimPrefix(ctx context.Context) error {
 			me := layout.ThisProcess(os.Getenv("GOMPI_JOBID"))
 			c.owner, err = layout.ClaimPrefix(ctx, c.cfg.Prefix, me, stale, func(s string) { fmt.Fprintln(logOut, s) })
 		}
+		if errors.Is(err, syscall.EROFS) || errors.Is(err, os.ErrPermission) {
+			// A prefix this job cannot write (restoring from a read-only
+			// copy): nothing to protect, and Checkpoint fails anyway.
+			err = nil
+		}
 		if err != nil {
 			claimErr = err
 			v = verdict{Msg: err.Error(), InUse: errors.Is(err, layout.ErrPrefixInUse)}
-		} else {
+		} else if c.owner != nil {
 			go c.refreshOwner(stale / 6)
 		}
 	}
