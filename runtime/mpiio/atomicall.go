@@ -9,20 +9,49 @@ import (
 // tagTurn passes the turn of an ordered atomic collective write.
 const tagTurn = 3
 
-// overlaps: some byte is written by more than one rank's pieces of the
-// collective call p describes (only computed in atomic mode).
+// overlapCheckMax bounds the pieces overlaps sorts: beyond it the call is
+// taken as overlapping (the ordered write is correct either way, only
+// slower), so that fine-grained views cannot make every rank hold every
+// rank's pieces.
+const overlapCheckMax = 1 << 20
+
+// overlaps: some byte may be written by more than one rank's pieces of
+// the collective call p describes (only computed in atomic mode). Disjoint
+// spans settle it at once.
 func overlaps(p *plan) bool {
 	type rng struct{ lo, hi int64 }
+	var spans []rng
+	for r := range p.pos {
+		if lo, hi := p.views[r].span(p.pos[r], p.n[r]); hi > lo {
+			spans = append(spans, rng{lo, hi})
+		}
+	}
+	if !overlapping(spans, func(x rng) (int64, int64) { return x.lo, x.hi }) {
+		return false
+	}
 	var rs []rng
 	for r := range p.pos {
 		p.views[r].pieces(p.pos[r], p.n[r], 0, maxOff, func(off, _, l int64) bool {
 			rs = append(rs, rng{off, off + l})
-			return true
+			return len(rs) <= overlapCheckMax
 		})
+		if len(rs) > overlapCheckMax {
+			return true
+		}
 	}
-	sort.Slice(rs, func(i, j int) bool { return rs[i].lo < rs[j].lo })
+	return overlapping(rs, func(x rng) (int64, int64) { return x.lo, x.hi })
+}
+
+// overlapping: two of the ranges overlap.
+func overlapping[T any](rs []T, bounds func(T) (lo, hi int64)) bool {
+	sort.Slice(rs, func(i, j int) bool {
+		a, _ := bounds(rs[i])
+		b, _ := bounds(rs[j])
+		return a < b
+	})
 	for i := 1; i < len(rs); i++ {
-		if rs[i].lo < rs[i-1].hi {
+		lo, _ := bounds(rs[i])
+		if _, hi := bounds(rs[i-1]); lo < hi {
 			return true
 		}
 	}
