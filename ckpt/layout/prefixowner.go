@@ -147,19 +147,8 @@ func ClaimPrefix(ctx context.Context, prefix string, me Owner, stale time.Durati
 	}
 	rec = append(rec, '\n')
 	for {
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		err := create(path, rec)
 		if err == nil {
-			_, err = f.Write(rec)
-			if serr := f.Sync(); err == nil {
-				err = serr
-			}
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				os.Remove(path)
-				return nil, err
-			}
 			return &PrefixLock{path: path, me: me}, nil
 		}
 		if !errors.Is(err, os.ErrExist) {
@@ -218,6 +207,41 @@ func exits(ctx context.Context, o Owner, grace time.Duration) bool {
 		}
 	}
 	return true
+}
+
+// create makes the record at path with content rec, failing with
+// os.ErrExist if there is one: a complete temporary file hard-linked to
+// the name (link never replaces a file; NFS and sftp, sshfs's, do it on
+// the server), so that no reader ever sees it empty. Where links are not
+// supported, an O_EXCL create then the write.
+func create(path string, rec []byte) error {
+	tmp := fmt.Sprintf("%s.new.%d.%d", path, os.Getpid(), time.Now().UnixNano())
+	err := os.WriteFile(tmp, rec, 0o644)
+	if err == nil {
+		err = os.Link(tmp, path)
+	}
+	os.Remove(tmp)
+	if err == nil || errors.Is(err, os.ErrExist) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(rec)
+	if serr := f.Sync(); err == nil {
+		err = serr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+		if errors.Is(err, os.ErrExist) {
+			err = fmt.Errorf("%s: %v", path, err) // not "exists": the caller would look again
+		}
+	}
+	return err
 }
 
 func describe(o Owner, seen []byte) string {
