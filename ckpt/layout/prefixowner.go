@@ -115,6 +115,7 @@ type PrefixLock struct {
 	mu   sync.Mutex
 	me   Owner
 	lost error // set once the record was found to be another's
+	done bool  // released
 }
 
 func readOwner(path string) (Owner, []byte, error) {
@@ -313,7 +314,7 @@ func takeOver(path string, seen []byte) error {
 func (l *PrefixLock) Refresh() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lost != nil {
+	if l.lost != nil || l.done {
 		return l.lost
 	}
 	o, _, err := readOwner(l.path)
@@ -352,9 +353,10 @@ func (l *PrefixLock) Lost() error {
 func (l *PrefixLock) Release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.lost != nil {
+	if l.lost != nil || l.done {
 		return
 	}
+	l.done = true
 	if o, _, err := readOwner(l.path); err == nil && o.Pid == l.me.Pid && o.Node == l.me.Node && o.Job == l.me.Job {
 		os.Remove(l.path)
 	}
