@@ -114,3 +114,33 @@ func TestPrefixOwnerOverSSHFS(t *testing.T) {
 		})
 	}
 }
+
+// TestRestartOverSSHFS: the prefix on sshfs (with kernel_cache, which
+// keeps file pages across opens), the cache node-local: a job crashed at
+// step 60 restarts through another sshfs client (another host's view of
+// the prefix, with a cache of its own, empty) from the newest epoch the
+// first job flushed, taking the dead job's owner record over, and ends
+// with an uninterrupted run's grid.
+func TestRestartOverSSHFS(t *testing.T) {
+	m := sshfsClients(t, 2, "kernel_cache,dir_cache=no,attr_timeout=0,entry_timeout=0")
+	cacheA, cacheB := t.TempDir(), t.TempDir()
+	prefixA, prefixB := filepath.Join(m[0], "run"), filepath.Join(m[1], "run")
+	r := run(t, heatWith(prefixA, []string{"-ckpoint-cache", cacheA}, "-crash-at", "60")...)
+	if r.Code == 0 {
+		t.Fatalf("crashing run exited 0:\n%s", r.Stderr)
+	}
+	flushed, err := layout.Newest(prefixB)
+	if err != nil {
+		t.Fatalf("no epoch in the prefix after the crash: %v", err)
+	}
+	r = run(t, heatWith(prefixB, []string{"-ckpoint-cache", cacheB})...)
+	if e := restored(r); e != flushed.Epoch {
+		t.Fatalf("restored epoch %d, want %d (the newest in the prefix)\nstdout:\n%s\nstderr:\n%s", e, flushed.Epoch, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "took over") {
+		t.Fatalf("the crashed job's owner record was not taken over:\n%s", r.Stderr)
+	}
+	if got := checksum(t, r); got != baseline(t) {
+		t.Fatalf("checksum %s, uninterrupted %s", got, baseline(t))
+	}
+}
