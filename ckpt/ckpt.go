@@ -180,6 +180,8 @@ type Ckpt struct {
 	leader bool // writes this node's cache manifest
 	// unlock releases the node's cache lock (the leader holds it).
 	unlock func()
+	// owner: rank 0's ownership of the prefix (owner.go).
+	owner  *layout.PrefixLock
 	onNode []int // the ranks on this rank's node (same host, same cache)
 	// Partner copies: the rank this rank sends its file to (-1: none) and
 	// the ranks that send theirs here.
@@ -215,6 +217,14 @@ type Ckpt struct {
 	pending      map[int]*layout.Manifest
 	primed       bool // a spare was asked for (or a checkpoint written) in this run
 	prefixCommit int  // newest epoch committed in Prefix (as rank 0 last said)
+	// Rank 0's commits in the prefix: the newest epoch handed to the
+	// committer, the newest whose commit is done (durable: only that one
+	// counts as committed), and whether a commit failed since the last
+	// retry.
+	queuedCommit int
+	durable      atomic.Int64
+	commitFailed atomic.Bool
+	commitErr    atomic.Pointer[error] // the last failed commit's, until a later one succeeds
 	closed       bool
 
 	// Snapshots (snapshot.go): the one in progress, the cache manifests
@@ -223,6 +233,8 @@ type Ckpt struct {
 	snap      *cow.Snap
 	deferred  map[int]*layout.Manifest
 	snapshots int
+	// snapNoSpace: a snapshot writer of this rank ran out of space.
+	snapNoSpace atomic.Bool
 }
 
 type flushJob struct {
@@ -323,6 +335,14 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 				}
 			}
 		}
+	}
+	if err := c.claimPrefix(ctx); err != nil {
+		if c.unlock != nil {
+			c.unlock()
+		}
+		return nil, err
+	}
+	if c.cfg.Cache != "" {
 		c.flushQ = make(chan flushJob, 64)
 		c.flushWG.Add(1)
 		go c.flusher()
@@ -339,6 +359,8 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	c.next = max(int(v[0])+1, 1)
 	if m, err := layout.Newest(cfg.Prefix); err == nil {
 		c.prefixCommit = m.Epoch
+		c.queuedCommit = m.Epoch
+		c.durable.Store(int64(m.Epoch))
 	}
 	if cfg.Requests != nil {
 		go func() {
@@ -468,7 +490,7 @@ func (c *Ckpt) Epoch() int { return c.next - 1 }
 // It also commits cache epochs whose flush every rank completed.
 func (c *Ckpt) NeedCheckpoint() (bool, error) {
 	local := c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval
-	need, err := c.sync(local)
+	need, err := c.sync(local, false)
 	if err != nil {
 		return false, err
 	}
@@ -491,9 +513,15 @@ func (c *Ckpt) NeedCheckpoint() (bool, error) {
 }
 
 // sync is the one reduction NeedCheckpoint costs: it agrees on whether to
-// checkpoint and on which flushed epoch to commit in the prefix.
-func (c *Ckpt) sync(want bool) (bool, error) {
-	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load()}
+// checkpoint and on which flushed epoch to commit in the prefix. With
+// retry (Checkpoint, Flush, Close; not NeedCheckpoint, which a job calls at
+// every step) the epochs whose commit in the prefix failed are committed
+// again.
+func (c *Ckpt) sync(want, retry bool) (bool, error) {
+	// v[2]: the newest epoch whose commit in the prefix is done (what
+	// pruning and the flushed entries go by); v[4]: the newest handed to
+	// rank 0's committer (newer flushed ones are to be committed).
+	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load(), -1}
 	if want {
 		v[0] = 1
 	}
@@ -501,7 +529,23 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 		v[1] = 0
 	}
 	if c.comm.Rank() == 0 {
-		v[2] = int64(c.prefixCommit)
+		if c.cfg.Cache != "" {
+			// Only a commit the committer finished counts: counting one
+			// it was still doing (or had failed) let the nodes retire
+			// the cache's copies of an epoch not in the prefix.
+			c.prefixCommit = int(c.durable.Load())
+			if retry && c.commitFailed.Swap(false) {
+				c.queuedCommit = c.prefixCommit
+			}
+			for p := range c.pending {
+				if p <= c.prefixCommit {
+					delete(c.pending, p)
+				}
+			}
+		} else {
+			c.queuedCommit = c.prefixCommit
+		}
+		v[2], v[4] = int64(c.prefixCommit), int64(c.queuedCommit)
 	}
 	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
 		return false, err
@@ -520,7 +564,7 @@ func (c *Ckpt) sync(want bool) (bool, error) {
 		}
 	}
 	c.flushMu.Unlock()
-	if c.cfg.Cache != "" && flushed > int(v[2]) {
+	if c.cfg.Cache != "" && flushed > int(v[4]) {
 		// Every rank knows from the reduction that epoch flushed is
 		// ready: gather its files' entries, whose checksums the flushes
 		// computed.
@@ -542,6 +586,8 @@ type result struct {
 	// Deferred: the file is still being written by a snapshot; the
 	// epoch is committed once the flush says every rank's is complete.
 	Deferred bool
+	// NoSpace: Err is the cache directory's ENOSPC or EDQUOT.
+	NoSpace bool
 }
 
 // Checkpoint saves every registered section as a new epoch (collective).
@@ -555,7 +601,7 @@ func (c *Ckpt) Checkpoint() error {
 	if c.closed {
 		return errors.New("ckpt: Checkpoint after Close")
 	}
-	if _, err := c.sync(false); err != nil {
+	if _, err := c.sync(false, true); err != nil {
 		return err
 	}
 	e := c.next
@@ -567,6 +613,11 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	rank, size := c.comm.Rank(), c.comm.Size()
 	res, w, err := c.writeFile(dir, e)
+	if err == nil && c.owner != nil {
+		// Another job took the prefix over (it judged this one dead):
+		// both writing it would mix their epochs.
+		err = c.owner.Lost()
+	}
 	if c.partnerTo >= 0 {
 		if perr := c.partnerCopy(e, res.File, err); perr != nil && err == nil {
 			err = perr
@@ -574,11 +625,19 @@ func (c *Ckpt) Checkpoint() error {
 	}
 	if err != nil {
 		res.Err = fmt.Sprintf("rank %d: %v", rank, err)
+		res.NoSpace = noSpace(err)
 	}
 	all, err := mpi.AllgatherValue(c.comm, res)
 	if err != nil {
 		c.abandon(w)
 		return err
+	}
+	if c.cacheFull(all) {
+		c.abandon(w)
+		if res.Err == "" && !res.Deferred {
+			os.Remove(layout.RankPath(c.cfg.Cache, e, rank))
+		}
+		return c.checkpointDirect(e, all)
 	}
 	m := &layout.Manifest{Epoch: e, Ranks: size, Step: c.step, Time: time.Now().UTC()}
 	deferred := false
@@ -686,7 +745,14 @@ func (c *Ckpt) flush(j flushJob) {
 			j.w.Abort()
 		}
 		if err != nil {
-			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err))
+			if noSpace(err) {
+				// From now on space is reserved before each snapshot
+				// (not only when the cache looks short of it), so that a
+				// full cache sends the next epochs to the prefix.
+				c.snapNoSpace.Store(true)
+			}
+			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err),
+				"its snapshot was not written: the epoch is not committed anywhere")
 			return
 		}
 	}
@@ -703,7 +769,8 @@ func (c *Ckpt) flush(j flushJob) {
 		f, err = layout.CopyFile(j.from, c.cfg.Prefix, j.epoch, j.file)
 	}
 	if err != nil {
-		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err))
+		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err),
+			"that epoch is only in the node caches: a restart on other nodes cannot use it")
 		return
 	}
 	c.flushMu.Lock()
@@ -729,9 +796,9 @@ var logOut io.Writer = os.Stderr
 // FlushError returned it only from Flush or Close, so a job whose prefix
 // was full ran for hours with no epoch reaching it, every one only in the
 // node caches, and learned it at the end.
-func (c *Ckpt) flushFailed(err error) {
+func (c *Ckpt) flushFailed(err error, consequence string) {
 	c.flushErr.Store(err)
-	fmt.Fprintf(logOut, "%v (that epoch is only in the node caches: a restart on other nodes cannot use it)\n", err)
+	fmt.Fprintf(logOut, "%v (%s)\n", err, consequence)
 }
 
 // Flush waits until this rank's background flushes are done, then commits
@@ -746,7 +813,7 @@ func (c *Ckpt) Flush() error {
 		return errors.New("ckpt: Flush after Close")
 	}
 	c.queued.Wait()
-	if _, err := c.sync(false); err != nil {
+	if _, err := c.sync(false, true); err != nil {
 		return err
 	}
 	c.commits.Wait()
@@ -757,10 +824,17 @@ func (c *Ckpt) Flush() error {
 	return c.FlushError()
 }
 
-// FlushError is the last error of the background flush, if any.
+// FlushError is the last error of the background flush, if any, or of
+// the commit in the prefix of a flushed epoch when no later commit
+// succeeded.
 func (c *Ckpt) FlushError() error {
-	err, _ := c.flushErr.Load().(error)
-	return err
+	if err, _ := c.flushErr.Load().(error); err != nil {
+		return err
+	}
+	if p := c.commitErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Close waits for the background flush and commits the newest flushed
@@ -774,10 +848,13 @@ func (c *Ckpt) Close() error {
 	if c.unlock != nil {
 		defer c.unlock()
 	}
+	if c.owner != nil {
+		defer c.owner.Release()
+	}
 	if c.flushQ != nil {
 		close(c.flushQ)
 		c.flushWG.Wait()
-		_, err := c.sync(false)
+		_, err := c.sync(false, true)
 		if c.commitQ != nil {
 			close(c.commitQ)
 			c.commitWG.Wait()

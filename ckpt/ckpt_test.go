@@ -169,6 +169,7 @@ func restoreAllFor(t *testing.T, n int, cfgOf func(rank int) Config, failRank in
 		e, err := c.Restore()
 		eps[comm.Rank()], sts[comm.Rank()] = e, s
 		if err != nil {
+			c.Close() // the prefix's owner record: the next job runs in this process
 			return err
 		}
 		return c.Close()

@@ -79,7 +79,7 @@ func (c *Ckpt) commitEpoch(e int, all []result) {
 		return
 	}
 	m := c.pending[e]
-	if m == nil || e <= c.prefixCommit {
+	if m == nil || e <= c.queuedCommit {
 		return
 	}
 	for i, r := range all {
@@ -93,31 +93,42 @@ func (c *Ckpt) commitEpoch(e int, all []result) {
 	// The commit (three fsyncs) and the removal of the epochs it makes
 	// old (on a disk mounted with discard, 0.3-0.7 s per GiB here) go to
 	// the committer goroutine: done here, they stalled rank 0 inside
-	// NeedCheckpoint, and every rank at its next exchange with it.
-	// prefixCommit counts the epoch from now on: the nodes' first ranks
-	// may retire cache epochs older than it, whose prefix copies stay
-	// until it is committed.
-	c.prefixCommit = e
-	for p := range c.pending {
-		if p <= e {
-			delete(c.pending, p)
-		}
-	}
+	// NeedCheckpoint, and every rank at its next exchange with it. The
+	// epoch counts as committed (prefixCommit, by which the nodes retire
+	// cache epochs) only once the committer has done it; the manifest
+	// stays pending until then, for a retry if the commit fails.
+	c.queuedCommit = e
 	c.commits.Add(1)
 	c.commitQ <- m
 }
+
+// testCommitGate, when set (by tests), runs before each commit in the
+// prefix; an error fails that commit.
+var testCommitGate func(epoch int) error
 
 // committer (rank 0, with a cache) commits flushed epochs in the prefix
 // and prunes it, in order.
 func (c *Ckpt) committer() {
 	defer c.commitWG.Done()
 	for m := range c.commitQ {
-		if err := layout.Commit(c.cfg.Prefix, m); err != nil {
+		var err error
+		if testCommitGate != nil {
+			err = testCommitGate(m.Epoch)
+		}
+		if err == nil {
+			err = layout.Commit(c.cfg.Prefix, m)
+		}
+		if err != nil {
 			err = fmt.Errorf("ckpt: commit flushed epoch %d in %s: %w", m.Epoch, c.cfg.Prefix, err)
-			fmt.Fprintln(os.Stderr, err)
-			c.flushErr.Store(err)
-		} else if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
-			fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
+			fmt.Fprintf(logOut, "%v (tried again at the next Checkpoint, Flush or Close; until then the epoch is only in the node caches)\n", err)
+			c.commitErr.Store(&err)
+			c.commitFailed.Store(true)
+		} else {
+			c.durable.Store(int64(m.Epoch))
+			c.commitErr.Store(nil)
+			if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
+				fmt.Fprintf(os.Stderr, "ckpt: prune %s: %v\n", c.cfg.Prefix, err)
+			}
 		}
 		c.commits.Done()
 	}

@@ -54,9 +54,9 @@ func (c *Ckpt) pruneCache(dir string, recycle bool) {
 // checkpoint follows to prune them: learn rank 0's newest commit and keep
 // K, as a checkpoint would. Collective (Close).
 func (c *Ckpt) pruneAtClose() error {
-	v := []int64{int64(c.prefixCommit)}
-	if c.comm.Rank() != 0 {
-		v[0] = 0
+	v := []int64{0}
+	if c.comm.Rank() == 0 {
+		v[0] = c.durable.Load() // the committer has ended
 	}
 	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
 		return err

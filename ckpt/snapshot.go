@@ -36,13 +36,14 @@ func (c *Ckpt) snapshotting() bool {
 	return c.cfg.Cache != "" && c.partnerTo < 0 && !c.cfg.NoSnapshot
 }
 
-// writeFile writes this rank's file of epoch e in dir. It returns the
-// open writer when a snapshot is still writing the file (res.Deferred):
-// the flush closes it once the snapshot is done.
+// writeFile writes this rank's file of epoch e in dir (the cache, or the
+// prefix). It returns the open writer when a snapshot is still writing
+// the file (res.Deferred): the flush closes it once the snapshot is done.
 func (c *Ckpt) writeFile(dir string, e int) (res result, open *layout.Writer, err error) {
 	rank := c.comm.Rank()
 	var w *layout.Writer
-	if c.cfg.Cache != "" {
+	cached := c.cfg.Cache != "" && dir == c.cfg.Cache
+	if cached {
 		// Overwrite this rank's spare file, if it has one: its pages are
 		// allocated already (docs/ckpt.md, "Spare files").
 		w, err = layout.Reuse(dir, e, rank, layout.SparePath(c.cfg.Cache, rank))
@@ -52,7 +53,10 @@ func (c *Ckpt) writeFile(dir string, e int) (res result, open *layout.Writer, er
 	if err != nil {
 		return res, nil, err
 	}
-	if c.cfg.Cache != "" && c.partnerTo < 0 {
+	if c.snapNoSpace.Load() {
+		w.ReserveAlways()
+	}
+	if cached && c.partnerTo < 0 {
 		// The flush computes the checksum, off the application's time
 		// (docs/ckpt.md, "Levels"). A partner copy needs it now.
 		w.NoChecksum()
@@ -67,7 +71,7 @@ func (c *Ckpt) writeFile(dir string, e int) (res result, open *layout.Writer, er
 	ix := index{Epoch: e, Rank: rank, Ranks: c.comm.Size()}
 	for _, s := range c.secs {
 		var mem []byte
-		if s.mem != nil && c.snapshotting() {
+		if s.mem != nil && cached && c.snapshotting() {
 			mem = s.mem()
 		}
 		if mem == nil {

@@ -216,7 +216,14 @@ type Writer struct {
 	// reuse: the file is a spare being overwritten (Reuse); Close cuts
 	// it to the bytes written.
 	reuse bool
+	// always: Skip reserves its range's storage even with room to spare
+	// (ReserveAlways).
+	always bool
 }
+
+// ReserveAlways makes Skip reserve the skipped range's storage whatever
+// the file system's free space (after a snapshot writer ran out of it).
+func (w *Writer) ReserveAlways() { w.always = true }
 
 // Create starts rank r's file of epoch e under prefix, creating the epoch
 // directory.
@@ -264,8 +271,8 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 // Skip leaves the next n bytes of the file to be written by someone else
-// (a snapshot writer, with pwrite at the returned offset) and moves past
-// them. It needs NoChecksum: w cannot checksum bytes it does not write.
+// (a snapshot writer, with pwrite at the returned offset), with their
+// storage allocated, and moves past them. It needs NoChecksum: w cannot checksum bytes it does not write.
 func (w *Writer) Skip(n int64) (int64, error) {
 	if w.err != nil {
 		return 0, w.err
@@ -274,6 +281,14 @@ func (w *Writer) Skip(n int64) (int64, error) {
 		return 0, fmt.Errorf("%s: Skip without NoChecksum", w.path)
 	}
 	off := w.n
+	// The writer must not run out of space after Checkpoint returned
+	// (the cache full: the epoch was lost after it was taken): reserve
+	// the range's storage now, so that a full file system fails here,
+	// unless the file system has room to spare (reserve).
+	if err := reserve(w.f, off, n, w.always); err != nil {
+		w.err = fmt.Errorf("%s: reserving %d bytes for a snapshot: %w", w.path, n, err)
+		return 0, w.err
+	}
 	if _, err := w.f.Seek(n, io.SeekCurrent); err != nil {
 		w.err = fmt.Errorf("%s: %w", w.path, err)
 		return 0, w.err

@@ -44,16 +44,22 @@ type cache struct {
 	cond    *sync.Cond
 	seq     uint64
 	dataEnd int64
-	queue   []journal.Extent // acknowledged, not yet flushed, in order
-	maxEnd  int64            // largest file end of a queued extent
-	err     error            // the flusher's first failure (sticky)
-	drains  int              // drains waiting: the flusher skips its delay
-	stop    bool
-	stopped chan struct{}
+	// reserved: the data file's bytes [0, reserved) have storage (written,
+	// or allocated for a snapshot writer); only beyond is fallocate needed.
+	reserved int64
+	queue    []journal.Extent // acknowledged, not yet flushed, in order
+	maxEnd   int64            // largest file end of a queued extent
+	err      error            // the flusher's first failure (sticky)
+	drains   int              // drains waiting: the flusher skips its delay
+	stop     bool
+	stopped  chan struct{}
 	// snaps: the snapshot writers of queued extents, by Seq, until the
 	// flusher (or close) saw them finish; nsnaps counts them all.
 	snaps  map[uint64]*cow.Snap
 	nsnaps int
+	// through counts the writes too large for the cache directory, written
+	// to the file itself.
+	through int
 	// held: writers forked by the collective call in progress, which
 	// start writing when it returns (release; cow.Options.Hold).
 	held []*cow.Snap
@@ -265,10 +271,44 @@ func (c *cache) put(off int64, b []byte) error {
 // With snapshots on, a large write from private memory is handed to a
 // snapshot writer instead (putSnapshot), with the same promise; hold: the
 // writer starts only at release (a collective call's end).
+//
+// A write the cache directory has no room for (ENOSPC, EDQUOT) first
+// drains the cache, whose flushed extents' space the next writes then
+// reuse, and tries again; one larger than the cache is written to the
+// file itself (after the drain, so after every earlier extent). Such
+// writes failed once the data file had filled the directory, whatever had
+// been flushed, so no file larger than the cache could be written.
 func (c *cache) putv(ps []piece, buf []byte, hold bool) error {
 	if len(ps) == 0 {
 		return nil
 	}
+	err := c.putvOnce(ps, buf, hold)
+	if !noSpace(err) {
+		return err
+	}
+	if derr := c.drain(); derr != nil {
+		return errors.Join(err, derr)
+	}
+	if err = c.putvOnce(ps, buf, hold); !noSpace(err) {
+		return err
+	}
+	for _, p := range ps {
+		if _, err := pwriteFull(c.target, buf[p.buf:p.buf+p.len], p.off); err != nil {
+			return fmt.Errorf("write of %d bytes, larger than the cache %s, to the file: %w", total(ps), c.dataPath, err)
+		}
+	}
+	c.mu.Lock()
+	c.through++
+	c.mu.Unlock()
+	return nil
+}
+
+// noSpace: err says the cache directory is full.
+func noSpace(err error) bool {
+	return errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT)
+}
+
+func (c *cache) putvOnce(ps []piece, buf []byte, hold bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -299,16 +339,45 @@ func (c *cache) putv(ps []piece, buf []byte, hold bool) error {
 			maxEnd = max(maxEnd, ps[i].off+ps[i].len)
 		}
 	}
-	if c.snapMin > 0 && e.Len >= c.snapMin && !cow.Disabled() && cow.Private(buf[lo:hi]) {
+	snap := c.snapMin > 0 && e.Len >= c.snapMin && !cow.Disabled() && cow.Private(buf[lo:hi])
+	if snap {
+		// The writer must not fail for want of space after the write is
+		// acknowledged (it did, with the cache directory full: ENOSPC lost
+		// the write): reserve the extent's storage first, and fail the
+		// write here if there is none. Without fallocate, copy.
+		if err := c.reserve(e.DataOff + e.Len); errors.Is(err, unix.EOPNOTSUPP) {
+			snap = false
+		} else if err != nil {
+			return fmt.Errorf("cache data %s: reserving %d bytes for a snapshot write: %w", c.dataPath, e.Len, err)
+		}
+	}
+	if snap {
 		if err := c.putSnapshot(e, runs, hold); err != nil {
 			return err
 		}
 	} else if err := c.putCopy(e, runs); err != nil {
 		return err
 	}
+	c.reserved = max(c.reserved, e.DataOff+e.Len)
 	c.dataEnd += e.Len
 	c.maxEnd = maxEnd
 	c.cond.Broadcast()
+	return nil
+}
+
+// reserve allocates the data file's storage up to end. The data file is
+// written from its start again after each drain, so only its first
+// extension costs anything (about 0.1 s per 256 MiB of new tmpfs pages,
+// which the writer would otherwise have allocated). The file's size is
+// kept: it grows as the writers write.
+func (c *cache) reserve(end int64) error {
+	if end <= c.reserved {
+		return nil
+	}
+	if err := unix.Fallocate(int(c.data.Fd()), unix.FALLOC_FL_KEEP_SIZE, c.reserved, end-c.reserved); err != nil {
+		return err
+	}
+	c.reserved = end
 	return nil
 }
 

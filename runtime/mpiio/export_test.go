@@ -21,6 +21,17 @@ func CacheSnapshots(f *File) int {
 	return f.cache.nsnaps
 }
 
+// CacheThrough is the number of f's writes too large for its cache
+// directory, written to the file itself.
+func CacheThrough(f *File) int {
+	if f.cache == nil {
+		return 0
+	}
+	f.cache.mu.Lock()
+	defer f.cache.mu.Unlock()
+	return f.cache.through
+}
+
 // SetTestBeforeRelease makes fn run at the end of every collective write
 // on a cached file, before its snapshot writers are released.
 func SetTestBeforeRelease(fn func(f *File)) (restore func()) {

@@ -145,6 +145,9 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	if len(rs) == 0 {
 		return 0, f.agree(op, nil)
 	}
+	if write && atomic && overlaps(p) {
+		return f.orderedWrite(op, v, buf, off)
+	}
 	mode := f.hints.cbRead
 	if write {
 		mode = f.hints.cbWrite
