@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +40,14 @@ func checkpointConfig(o *options, cfg *mpiexec.Config) error {
 		prefix = abs
 		cfg.Restart.CheckpointSignal = true
 		cfg.Env = append(cfg.Env, envCkptPrefix+"="+prefix)
+		// One id for this run across its relaunches: a relaunch takes the
+		// prefix's owner record of the failed launch over at once, even
+		// when its rank 0 lands on another host (docs/ckpt.md).
+		var id [8]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return err
+		}
+		cfg.Env = append(cfg.Env, layout.EnvLaunch+"="+hex.EncodeToString(id[:]))
 		if o.ckptInterval > 0 {
 			cfg.Env = append(cfg.Env, envCkptInterval+"="+strconv.FormatFloat(o.ckptInterval.Seconds(), 'f', -1, 64))
 		}
@@ -65,6 +75,13 @@ func checkpointConfig(o *options, cfg *mpiexec.Config) error {
 			cfg.Env = append(cfg.Env, envCkptEpoch+"="+strconv.Itoa(o.ckptNum))
 		}
 	}
+	// The newest epoch before this run: a relaunch keeps -ckpoint-num
+	// until the run has committed a newer one, rather than resuming from
+	// an epoch of the timeline the user asked to leave.
+	startNewest := -1
+	if prefix != "" && o.ckptNum > 0 {
+		startNewest = newestEpoch(prefix)
+	}
 	stderr := cfg.Stderr
 	cfg.Restart.Before = func(attempt int, lost []string, code int, c *mpiexec.Config) error {
 		why := fmt.Sprintf("the job failed (exit code %d)", code)
@@ -72,9 +89,11 @@ func checkpointConfig(o *options, cfg *mpiexec.Config) error {
 			why = fmt.Sprintf("host %s was lost", strings.Join(lost, ", "))
 		}
 		from := "from the beginning (no -ckpoint-prefix)"
-		if prefix != "" {
+		if prefix != "" && o.ckptNum > 0 && newestEpoch(prefix) <= startNewest {
+			from = fmt.Sprintf("from epoch %d (-ckpoint-num; this run committed no newer one in %s)", o.ckptNum, prefix)
+		} else if prefix != "" {
 			// A restart after a failure resumes from the newest epoch,
-			// not the one -ckpoint-num named.
+			// this run's, not the one -ckpoint-num named.
 			c.Env = slices.DeleteFunc(slices.Clone(c.Env), func(kv string) bool {
 				return strings.HasPrefix(kv, envCkptEpoch+"=")
 			})
@@ -98,6 +117,14 @@ func checkpointConfig(o *options, cfg *mpiexec.Config) error {
 		return nil
 	}
 	return nil
+}
+
+// newestEpoch is the newest committed epoch in prefix, -1 if none.
+func newestEpoch(prefix string) int {
+	if m, err := layout.Newest(prefix); err == nil {
+		return m.Epoch
+	}
+	return -1
 }
 
 // ckptCommand is `gompiexec ckpt list|verify|rm PREFIX`.

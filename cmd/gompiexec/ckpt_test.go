@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/gompi/gompi/ckpt/layout"
+	"github.com/gompi/gompi/internal/mpiexec"
+)
+
+// commitEpoch commits a one-rank epoch e in prefix.
+func commitEpoch(t *testing.T, prefix string, e int) {
+	t.Helper()
+	w, err := layout.Create(prefix, e, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("state")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := layout.Commit(prefix, &layout.Manifest{Epoch: e, Ranks: 1, Files: []layout.File{f}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func envValue(env []string, name string) (string, bool) {
+	for _, kv := range slices.Backward(env) {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// TestRelaunchKeepsCkpointNum: a relaunch under -max-restarts resumes from
+// the epoch -ckpoint-num named until the run commits a newer epoch than
+// the prefix held at its start; it resumed from the newest, an epoch of
+// the timeline the user had asked to leave. Every launch of the run
+// carries the same launch id (the prefix's owner record takes it over).
+func TestRelaunchKeepsCkpointNum(t *testing.T) {
+	prefix := t.TempDir()
+	commitEpoch(t, prefix, 4)
+	commitEpoch(t, prefix, 6) // the timeline left behind
+	var stderr bytes.Buffer
+	cfg := &mpiexec.Config{Stderr: &stderr}
+	o := &options{ckptPrefix: prefix, ckptNum: 4, maxRestarts: 2}
+	if err := checkpointConfig(o, cfg); err != nil {
+		t.Fatal(err)
+	}
+	id, ok := envValue(cfg.Env, layout.EnvLaunch)
+	if !ok || len(id) != 16 {
+		t.Fatalf("%s=%q, want a 16-digit launch id", layout.EnvLaunch, id)
+	}
+	relaunch := func(attempt int) *mpiexec.Config {
+		c := *cfg
+		c.Env = slices.Clone(cfg.Env)
+		if err := cfg.Restart.Before(attempt, nil, 1, &c); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := envValue(c.Env, layout.EnvLaunch); got != id {
+			t.Fatalf("relaunch %d: launch id %q, first launch %q", attempt, got, id)
+		}
+		return &c
+	}
+	c := relaunch(1)
+	if e, _ := envValue(c.Env, envCkptEpoch); e != "4" {
+		t.Fatalf("relaunch before a newer commit: %s=%q, want 4\n%s", envCkptEpoch, e, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "from epoch 4 (-ckpoint-num") {
+		t.Fatalf("relaunch message: %s", stderr.String())
+	}
+	commitEpoch(t, prefix, 7) // this run's first checkpoint
+	stderr.Reset()
+	c = relaunch(2)
+	if e, ok := envValue(c.Env, envCkptEpoch); ok {
+		t.Fatalf("relaunch after the run committed epoch 7: %s=%q, want unset (newest)", envCkptEpoch, e)
+	}
+	if !strings.Contains(stderr.String(), "epoch 7 in "+prefix) {
+		t.Fatalf("relaunch message: %s", stderr.String())
+	}
+}
