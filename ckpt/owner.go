@@ -22,7 +22,7 @@ const EnvOwnerStale = "GOMPI_CKPT_OWNER_STALE"
 // times as often. Generous: a shared file system's attribute and data
 // caches (sshfs: 20 s by default) can hide a refresh from another client
 // for a while.
-const DefaultOwnerStale = 60 * time.Second
+const DefaultOwnerStale = layout.DefaultOwnerStale
 
 func ownerStale() (time.Duration, error) {
 	v := os.Getenv(EnvOwnerStale)

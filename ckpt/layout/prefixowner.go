@@ -118,6 +118,40 @@ type PrefixLock struct {
 	done bool  // released
 }
 
+// DefaultOwnerStale is how long the owner record of a job on another host
+// must stay unchanged before it is judged stale (package ckpt's default;
+// docs/ckpt.md, "One job per prefix").
+const DefaultOwnerStale = 60 * time.Second
+
+// ReadOwner reads prefix's owner record and when it was last refreshed
+// (by the file system's clock); an error satisfying errors.Is(err,
+// fs.ErrNotExist) when there is none.
+func ReadOwner(prefix string) (Owner, time.Time, error) {
+	path := filepath.Join(prefix, PrefixOwnerFile)
+	o, _, err := readOwner(path)
+	if err != nil {
+		return o, time.Time{}, err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return o, time.Time{}, err
+	}
+	return o, st.ModTime(), nil
+}
+
+// MayRun: o's job may still be running as far as this host can tell
+// without watching the record: its process here is alive, or, on another
+// node, the record was refreshed (mod) within stale.
+func (o Owner) MayRun(mod time.Time, stale time.Duration) bool {
+	if o.aliveHere() {
+		return true
+	}
+	if o.deadHere() {
+		return false
+	}
+	return time.Since(mod) < stale
+}
+
 func readOwner(path string) (Owner, []byte, error) {
 	var o Owner
 	b, err := os.ReadFile(path)

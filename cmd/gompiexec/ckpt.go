@@ -3,14 +3,17 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/gompi/gompi/ckpt/layout"
 	"github.com/gompi/gompi/internal/mpiexec"
@@ -244,9 +247,22 @@ func ckptCommand(w io.Writer, args []string) (int, error) {
 // the newest K committed (-keep), or else the leftovers of interrupted
 // checkpoints. The newest committed epoch goes only when named or -all.
 func ckptRemove(w io.Writer, prefix string, eps []layout.Epoch, epochs []int, keep int, all bool) (int, error) {
-	switch {
-	case len(epochs) > 0 && (all || keep > 0):
+	if len(epochs) > 0 && (all || keep > 0) {
 		return 2, usagef("ckpt rm: give epochs, -all or -keep K, not several")
+	}
+	// A running job's epochs are not ours to remove: it would commit and
+	// prune around the holes, or restart from an epoch just deleted.
+	o, mod, err := layout.ReadOwner(prefix)
+	switch {
+	case err == nil && o.MayRun(mod, layout.DefaultOwnerStale):
+		return 1, fmt.Errorf("ckpt rm: %s is in use by %s (its record %s was refreshed %s ago); stop that job first, or remove the record if the job is gone",
+			prefix, o, filepath.Join(prefix, layout.PrefixOwnerFile), time.Since(mod).Round(time.Second))
+	case err == nil && all:
+		os.Remove(filepath.Join(prefix, layout.PrefixOwnerFile)) // a gone job's
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return 1, fmt.Errorf("ckpt rm: %w", err)
+	}
+	switch {
 	case keep > 0:
 		if err := layout.Prune(prefix, keep); err != nil {
 			return 1, err

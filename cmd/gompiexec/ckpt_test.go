@@ -2,9 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gompi/gompi/ckpt/layout"
 	"github.com/gompi/gompi/internal/mpiexec"
@@ -83,5 +88,51 @@ func TestRelaunchKeepsCkpointNum(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "epoch 7 in "+prefix) {
 		t.Fatalf("relaunch message: %s", stderr.String())
+	}
+}
+
+// TestCkptRmRefusesARunningJob: `ckpt rm` removed epochs under a running
+// job's feet; it now refuses while the prefix's owner record says a job
+// may run (its process here, or another node's record refreshed lately),
+// and `rm -all` also removes a gone job's record.
+func TestCkptRmRefusesARunningJob(t *testing.T) {
+	prefix := t.TempDir()
+	commitEpoch(t, prefix, 1)
+	owner := filepath.Join(prefix, layout.PrefixOwnerFile)
+	lock, err := layout.ClaimPrefix(context.Background(), prefix, layout.ThisProcess("job-7"), time.Minute, func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code, err := ckptCommand(&out, []string{"rm", "-all", prefix}); code != 1 || err == nil ||
+		!strings.Contains(err.Error(), "in use by job job-7") {
+		t.Fatalf("rm -all with this process owning the prefix: exit %d, %v", code, err)
+	}
+	lock.Release()
+	other := func(age time.Duration) {
+		t.Helper()
+		b, _ := json.Marshal(layout.Owner{Job: "job-9", Host: "elsewhere", Node: "another-boot-id", Pid: 1, Start: "1"})
+		if err := os.WriteFile(owner, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-age)
+		if err := os.Chtimes(owner, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	other(time.Second)
+	if code, err := ckptCommand(&out, []string{"rm", "-keep", "1", prefix}); code != 1 || err == nil ||
+		!strings.Contains(err.Error(), "job-9") {
+		t.Fatalf("rm with another host's fresh record: exit %d, %v", code, err)
+	}
+	other(10 * time.Minute)
+	if code, err := ckptCommand(&out, []string{"rm", "-all", prefix}); code != 0 || err != nil {
+		t.Fatalf("rm -all with a stale record: exit %d, %v", code, err)
+	}
+	if eps, _ := layout.List(prefix); len(eps) != 0 {
+		t.Fatalf("epochs left after rm -all: %v", eps)
+	}
+	if _, err := os.Stat(owner); !os.IsNotExist(err) {
+		t.Fatalf("stale owner record kept by rm -all: %v", err)
 	}
 }
