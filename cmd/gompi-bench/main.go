@@ -81,12 +81,28 @@ func (b *bench) count(n, small, large int) int {
 	return large
 }
 
+// cliFlags are gompi-bench's options; defineFlags puts them on fs, so that
+// the man page is written from the same flag set main parses. No <...> in
+// the help texts: the man page generator drops them as HTML tags.
+type cliFlags struct {
+	table                  *bool
+	maxBytes, iters        *int
+	cpuProfile, memProfile *string
+}
+
+func defineFlags(fs *flag.FlagSet) cliFlags {
+	return cliFlags{
+		table:      fs.Bool("table", false, "print a table for humans instead of \"BENCH BYTES VALUE\" lines"),
+		maxBytes:   fs.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)"),
+		iters:      fs.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)"),
+		cpuProfile: fs.String("cpuprofile", "", "write each rank's CPU profile of the benchmark to `PREFIX`.RANK, one file per rank (go tool pprof)"),
+		memProfile: fs.String("memprofile", "", "write each rank's allocation profile (every allocation sampled) to `PREFIX`.RANK, one file per rank (go tool pprof -sample_index=alloc_space)"),
+	}
+}
+
 func main() {
-	table := flag.Bool("table", false, "print a table for humans instead of \"<bench> <bytes> <value>\" lines")
-	maxBytes := flag.Int("max", 8<<20, "largest message size in bytes (osu.c's MAXBYTES)")
-	iters := flag.Int("iters", 0, "iterations per size instead of osu.c's counts (0: osu.c's)")
-	cpuProfile := flag.String("cpuprofile", "", "write each rank's CPU profile of the benchmark to `PREFIX`.<rank> (go tool pprof)")
-	memProfile := flag.String("memprofile", "", "write each rank's allocation profile (every allocation sampled) to `PREFIX`.<rank> (go tool pprof -sample_index=alloc_space)")
+	cf := defineFlags(flag.CommandLine)
+	table, maxBytes, iters, cpuProfile, memProfile := cf.table, cf.maxBytes, cf.iters, cf.cpuProfile, cf.memProfile
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: gompi-bench [-table] [-max BYTES] [-iters N] latency|pairs|bw|mr|mrp|farm|allreduce|barrier|overlap [MAXBYTES [ITERS]]\n")
 		flag.PrintDefaults()
