@@ -151,7 +151,7 @@ that the command line overrides.
 
 Shell completion: gompiexec completion bash|zsh|fish (only as the first argument: a
 program called completion or help runs as any other, e.g. gompiexec -n 2 completion)
-Checkpoints: gompiexec ckpt list|verify|rm [-keep K] PREFIX [EPOCH...]
+Checkpoints: gompiexec ckpt list|verify|rm [-keep K] [-all] PREFIX [EPOCH...]
 `
 
 func main() {

@@ -13,6 +13,7 @@ import (
 	"github.com/gompi/gompi/internal/manpage/roff"
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+	"github.com/spf13/pflag"
 )
 
 // Item is one entry of a tagged list: an environment variable or an exit
@@ -38,6 +39,16 @@ func Render(p Page) ([]byte, error) {
 	p.Cmd.DisableAutoGenTag = true // reproducible output: no generation date
 	hdr := &doc.GenManHeader{Title: strings.ToUpper(p.Cmd.Name()), Section: "1",
 		Source: "gompi " + buildinfo.Version(), Manual: "gompi manual"}
+	// go-md2man takes "<rank>" in a flag's help for an HTML tag and drops
+	// it: escape it for the markdown, and put the help back afterwards.
+	var flags []*pflag.Flag
+	for _, fs := range []*pflag.FlagSet{p.Cmd.NonInheritedFlags(), p.Cmd.InheritedFlags()} {
+		fs.VisitAll(func(f *pflag.Flag) { flags = append(flags, f) })
+	}
+	for _, f := range flags {
+		defer func(usage string) { f.Usage = usage }(f.Usage)
+		f.Usage = strings.ReplaceAll(f.Usage, "<", `\<`)
+	}
 	var b bytes.Buffer
 	if err := doc.GenMan(p.Cmd, hdr, &b); err != nil {
 		return nil, fmt.Errorf("manpage %s: %w", p.Cmd.Name(), err)

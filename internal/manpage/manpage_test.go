@@ -13,6 +13,7 @@ import (
 func TestRenderSections(t *testing.T) {
 	cmd := &cobra.Command{Use: "gompi-demo [options]", Short: "Demo command", Long: Preformatted("Usage:\n  gompi-demo -x   does x\n")}
 	cmd.Flags().Bool("table", false, "print a table")
+	cmd.Flags().String("trace", "", "write <rank>.trace files into <dir>")
 	out, err := Render(Page{Cmd: cmd,
 		Env:     []Item{{"GOMPI_X", "sets -x; .dots and back\\slash kept"}},
 		Exit:    []Item{{"0", "success"}, {"255", "launcher error"}},
@@ -21,7 +22,7 @@ func TestRenderSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := string(out)
-	for _, want := range []string{".TH \"GOMPI-DEMO\" \"1\"", ".SH NAME", ".SH OPTIONS", "table", ".SH ENVIRONMENT", ".B GOMPI_X", ".SH EXIT STATUS", ".B 255", ".BR gompiexec (1),", `back\eslash`} {
+	for _, want := range []string{".TH \"GOMPI-DEMO\" \"1\"", ".SH NAME", ".SH OPTIONS", "table", ".SH ENVIRONMENT", ".B GOMPI_X", ".SH EXIT STATUS", ".B 255", ".BR gompiexec (1),", `back\eslash`, "write <rank>.trace files into <dir>"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("page lacks %q:\n%s", want, s)
 		}
