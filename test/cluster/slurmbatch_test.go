@@ -1,0 +1,93 @@
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/internal/testkit"
+)
+
+// sbatchRun runs body as a batch script (on n1) with sbatchArgs and returns
+// the job's output file; it fails the test if sbatch --wait fails.
+func sbatchRun(t *testing.T, j *job, sbatchArgs []string, body string) string {
+	t.Helper()
+	c, s := slurmSetup(t)
+	j.t, j.c = t, c
+	out := filepath.Join(c.Dir, fmt.Sprintf("sbatch-%d.out", time.Now().UnixNano()))
+	path := filepath.Join(binDir, fmt.Sprintf("batch-%d.sh", time.Now().UnixNano()))
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(path)
+	args := append([]string{"--wait", "-J", j.Marker, "-o", out}, sbatchArgs...)
+	cmd := s.Client("sbatch", append(args, path)...)
+	cmd.Dir = binDir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sbatch %s: %v\n%s\n%s", strings.Join(sbatchArgs, " "), err, b, readFile(out))
+	}
+	return readFile(out)
+}
+
+// newBatchJob is a job whose marker gompiexecArgs passes to the ranks.
+func newBatchJob() *job {
+	return &job{Job: &testkit.Job{Marker: testkit.NewMarker("gompi-slurm-test")}}
+}
+
+// TestSlurmBatchScripts runs gompiexec in batch scripts as users write
+// them, mostly without -n: Hydra then starts the allocation's task count
+// (SLURM_TASKS_PER_NODE, whatever its form), fills each node's slots in
+// order and wraps around past them. The expected placements were checked
+// against mpiexec.hydra in the same allocations. --export=NONE (sites
+// recommend it) leaves the batch script's srun steps only SLURM_*
+// variables unless told otherwise.
+func TestSlurmBatchScripts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		sbatch []string
+		args   []string
+		tpn    string
+		on     []int // host index of each rank
+	}{
+		{"blocks", []string{"-N", "3", "-n", "5"}, nil, "3,1(x2)", []int{0, 0, 0, 1, 2}},
+		{"cpus-per-task", []string{"-N", "3", "--ntasks-per-node=2", "-c", "4"}, nil, "2(x3)", []int{0, 0, 1, 1, 2, 2}},
+		{"export-none", []string{"-N", "2", "--export=NONE"}, nil, "1(x2)", []int{0, 1}},
+		{"more-than-slots", []string{"-N", "3", "-n", "3"}, []string{"-n", "7"}, "1(x3)", []int{0, 1, 2, 0, 1, 2, 0}},
+		{"hosts-subset", []string{"-N", "3", "-n", "6"}, []string{"-hosts", "n2,n3"}, "4,1(x2)", []int{1, 2}},
+		{"ppn", []string{"-N", "3", "-n", "5"}, []string{"-ppn", "1"}, "3,1(x2)", []int{0, 1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := newBatchJob()
+			g := gompiexecArgs(j, append(append([]string{"-l"}, tc.args...), bin("nodeprog"), "where")...)
+			got := sbatchRun(t, j, tc.sbatch, `echo "tpn=$SLURM_TASKS_PER_NODE"
+`+shellJoin(g)+`
+echo "gompiexec exit $?"
+`)
+			if !strings.Contains(got, "tpn="+tc.tpn+"\n") {
+				t.Fatalf("the allocation is not the one the case expects (tpn=%s):\n%s", tc.tpn, got)
+			}
+			n := len(tc.on)
+			for rk, h := range tc.on {
+				right := (rk + 1) % n
+				want := fmt.Sprintf("[%d] rank=%d size=%d local=", rk, rk, n)
+				host := fmt.Sprintf("host=%s right=%d@%s\n", slurmC.Hosts[h].Identity, right, slurmC.Hosts[tc.on[right]].Identity)
+				line := ""
+				for _, l := range strings.SplitAfter(got, "\n") {
+					if strings.HasPrefix(l, want) {
+						line = l
+					}
+				}
+				if !strings.HasSuffix(line, host) {
+					t.Errorf("rank %d: %q, want %q...%q", rk, line, want, host)
+				}
+			}
+			if strings.Contains(got, fmt.Sprintf("[%d] rank=", n)) || !strings.Contains(got, "gompiexec exit 0\n") {
+				t.Errorf("want %d ranks and exit 0:\n%s", n, got)
+			}
+			j.assertNoLeftovers(10 * time.Second)
+		})
+	}
+}
