@@ -797,9 +797,6 @@ func (p *proxy) appPath(app int, name string) (string, error) {
 	return a.path, a.err
 }
 
-// minimalEnv is what -genvnone keeps from the proxy's own environment.
-var minimalEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM"}
-
 func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	// The merged base (proxy or minimal environment, job env, app env) is
 	// the same for every rank of an app: build it once.
@@ -809,21 +806,13 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	}
 	base := p.appEnv[rs.AppNum]
 	if base == nil {
+		// The proxy's own environment first, whatever -genvnone says, as
+		// Hydra's proxies do: -genvnone and -genvlist only hold back
+		// gompiexec's (Job.Env, App.Inherit). So a forked proxy passes
+		// everything, and over SSH ranks keep the remote login's variables.
 		base = &envList{}
-		none := p.job.EnvNone
-		if app.EnvSet {
-			none = app.EnvNone // -envall, -envnone, -envlist
-		}
-		if none {
-			for _, k := range minimalEnv {
-				if v, ok := os.LookupEnv(k); ok {
-					base.set(k + "=" + v)
-				}
-			}
-		} else {
-			for _, kv := range os.Environ() {
-				base.set(kv)
-			}
+		for _, kv := range os.Environ() {
+			base.set(kv)
 		}
 		for _, kv := range app.Inherit {
 			base.set(kv)
