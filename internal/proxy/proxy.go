@@ -77,7 +77,17 @@ type Config struct {
 	// the proxy's packages do not link the rank runtime's. Nil: a job
 	// that names cache directories is refused.
 	ReplayIOCache func(dir string) error
+	// Terminate delivers the SIGTERM or SIGHUP sent to the proxy itself
+	// (scancel, a Slurm time limit, a shutdown): its ranks get SIGTERM
+	// and, after the job's grace period, SIGKILL, while their output and
+	// exit statuses still reach the launcher; Run then returns
+	// ErrTerminated. Nil: no such signal is awaited.
+	Terminate <-chan os.Signal
 }
+
+// ErrTerminated: the proxy was asked to end (Config.Terminate) and its
+// ranks have ended.
+var ErrTerminated = errors.New("proxy: terminated by a signal")
 
 type rank struct {
 	spec     control.RankSpec
@@ -222,6 +232,13 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		}
 	}()
 	defer close(done)
+	term, terminated := cfg.Terminate, false
+	ended := func() error {
+		if terminated {
+			return ErrTerminated
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-exited:
@@ -233,7 +250,7 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				// done): that is success, and an exit status of 1 would
 				// make srun report a failed task and kill the step.
 				p.log.Debug("launcher gone after the last rank ended", "err", err)
-				return nil
+				return ended()
 			}
 			// Keep relaying for the proxies below until they are done.
 			// Then this proxy's part is over once what it wrote has left
@@ -244,9 +261,9 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				select {
 				case <-p.tree.allDone:
 					waitSent(rw, lost, 10*time.Second)
-					return nil
+					return ended()
 				case <-lost:
-					return nil
+					return ended()
 				case m := <-cmds:
 					p.command(m, false)
 				}
@@ -260,6 +277,11 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 			p.killAll(syscall.SIGKILL)
 			<-exited
 			return ctx.Err()
+		case <-term:
+			// As Hydra's ranks under scancel or the time limit: they get
+			// to run their SIGTERM handlers and say so.
+			term, terminated = nil, true
+			p.terminate()
 		case m := <-cmds:
 			p.command(m, true)
 		}

@@ -91,3 +91,40 @@ echo "gompiexec exit $?"
 		})
 	}
 }
+
+// TestSlurmScancelSignals: `scancel -s USR1` reaches every rank and the
+// job goes on, and a plain scancel (SIGTERM to every process of the step,
+// as at the time limit, SIGKILL after KillWait) lets ranks that trap
+// SIGTERM finish their handler, their output reaching gompiexec, as under
+// mpiexec.hydra: the proxies, SIGTERMed with them, used to SIGKILL them
+// at once.
+func TestSlurmScancelSignals(t *testing.T) {
+	c, s := slurmSetup(t)
+	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=1"}, bin("nodeprog"), "trapterm")
+	j.waitReady(3)
+	count := func(what string, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(15 * time.Second); strings.Count(j.Stdout.String(), what) < n; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%q from %d of %d ranks:\n%s\nstderr:\n%s", what, strings.Count(j.Stdout.String(), what), n, j.Stdout.String(), j.Stderr.String())
+			}
+		}
+	}
+	if out, err := s.Client("scancel", "-s", "USR1", "-n", j.Marker).CombinedOutput(); err != nil {
+		t.Fatalf("scancel -s USR1: %v %s", err, out)
+	}
+	count("got user defined signal 1", 3)
+	if out, err := s.Client("scancel", "-n", j.Marker).CombinedOutput(); err != nil {
+		t.Fatalf("scancel: %v %s", err, out)
+	}
+	r := j.wait(30 * time.Second)
+	for _, h := range c.Hosts {
+		if !strings.Contains(r.Stdout, "on "+h.Identity+" saved after terminated") {
+			t.Errorf("the rank on %s did not finish its SIGTERM handler:\n%s\nstderr:\n%s", h.Name, r.Stdout, r.Stderr)
+		}
+	}
+	if r.Code == 0 {
+		t.Errorf("exit 0 after scancel")
+	}
+	j.assertNoLeftovers(15 * time.Second)
+}

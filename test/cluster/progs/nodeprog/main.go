@@ -65,6 +65,21 @@ func main() {
 		for range c {
 			fmt.Printf("rank %s on %s got interrupt\n", rank, host())
 		}
+	case "trapterm":
+		// As a code that checkpoints at the time limit: SIGUSR1 and
+		// SIGUSR2 are reported, SIGTERM saves (a moment) and exits 3.
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM)
+		fmt.Printf("rank %s on %s ready\n", rank, host())
+		for sig := range c {
+			if sig != syscall.SIGTERM {
+				fmt.Printf("rank %s on %s got %v\n", rank, host(), sig)
+				continue
+			}
+			time.Sleep(200 * time.Millisecond)
+			fmt.Printf("rank %s on %s saved after %v\n", rank, host(), sig)
+			os.Exit(3)
+		}
 	case "wheresleep":
 		if err := where(); err != nil {
 			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: %v\n", rank, host(), err)
