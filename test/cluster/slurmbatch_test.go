@@ -1,8 +1,10 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -127,4 +129,31 @@ func TestSlurmScancelSignals(t *testing.T) {
 		t.Errorf("exit 0 after scancel")
 	}
 	j.assertNoLeftovers(15 * time.Second)
+}
+
+// TestGoRankFailsUnderSrun: under srun alone, a Go rank that exits 7
+// after Init while the others wait in a barrier ends the step: the others
+// fail their barrier naming a peer, srun exits 7. (MPICH's C ranks, the
+// same program under the same srun, wait in MPI_Barrier until the step is
+// cancelled: srun's --kill-on-bad-exit is off by default.)
+func TestGoRankFailsUnderSrun(t *testing.T) {
+	c, s := slurmSetup(t)
+	cmd := s.Client("srun", "--mpi=pmi2", "-t", "2", "-N", "2", "-n", "4", bin("nodeprog"), "failbarrier", "2")
+	cmd.Dir = binDir
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 7 {
+		t.Fatalf("srun: %v, want exit 7\n%s", err, out)
+	}
+	for rk := 0; rk < 4; rk++ {
+		if !strings.Contains(string(out), fmt.Sprintf("rank %d of 4 on ", rk)) {
+			t.Errorf("rank %d did not start:\n%s", rk, out)
+		}
+	}
+	if strings.Contains(string(out), "passed the barrier") || !strings.Contains(string(out), "barrier: mpi: peer rank") {
+		t.Errorf("the others did not fail their barrier naming a peer:\n%s", out)
+	}
+	if err := c.WaitNoLeftovers(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
 }
