@@ -109,6 +109,13 @@ func TestSlurm(t *testing.T) {
 		{"a,b", "", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}}},
 		{"r[1-2]-n[8-9]", "1(x4)", []Host{{Name: "r1-n8", Slots: 1}, {Name: "r1-n9", Slots: 1}, {Name: "r2-n8", Slots: 1}, {Name: "r2-n9", Slots: 1}}},
 		{"gpu[9-11],cpu3", "4,4,4,8", []Host{{Name: "gpu9", Slots: 4}, {Name: "gpu10", Slots: 4}, {Name: "gpu11", Slots: 4}, {Name: "cpu3", Slots: 8}}},
+		// Checked with Slurm 22.05's `scontrol show hostnames`: the width is the
+		// range start's, several bracket groups, zero padding.
+		{"n[001-003,010],gpu[1-2]", "2(x3),1,4(x2)", []Host{{Name: "n001", Slots: 2}, {Name: "n002", Slots: 2}, {Name: "n003", Slots: 2},
+			{Name: "n010", Slots: 1}, {Name: "gpu1", Slots: 4}, {Name: "gpu2", Slots: 4}}},
+		{"n[098-101]", "1(x4)", []Host{{Name: "n098", Slots: 1}, {Name: "n099", Slots: 1}, {Name: "n100", Slots: 1}, {Name: "n101", Slots: 1}}},
+		{"n[8-010]", "", []Host{{Name: "n8", Slots: 1}, {Name: "n9", Slots: 1}, {Name: "n10", Slots: 1}}},
+		{"n[01-3]", "", []Host{{Name: "n01", Slots: 1}, {Name: "n02", Slots: 1}, {Name: "n03", Slots: 1}}},
 	}
 	for _, tc := range tests {
 		got, err := ParseSlurm(tc.nodes, tc.tasks)
