@@ -151,6 +151,15 @@ func TestFromEnvironment(t *testing.T) {
 	if h != nil || src != "" || err != nil {
 		t.Fatalf("none: %v %s %v", h, src, err)
 	}
+	// Inside a job step (srun --pty bash, an interactive step) the tasks
+	// per node are the step's, the node list the job's: the error says so
+	// (mpiexec.hydra 4.0.2 dies of SIGFPE there).
+	env = map[string]string{"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "1",
+		"SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "n1"}
+	_, _, err = FromEnvironment(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "inside job step 0") || !strings.Contains(err.Error(), "-hosts") {
+		t.Fatalf("in a step: %v", err)
+	}
 }
 
 func hostsOf(l *Layout) []int {
