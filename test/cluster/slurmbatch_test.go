@@ -40,7 +40,7 @@ func newBatchJob() *job {
 }
 
 // TestSlurmBatchScripts runs gompiexec in batch scripts as users write
-// them, mostly without -n: Hydra then starts the allocation's task count
+// them, mostly without -n (-ppn is TestSlurmSbatch's): Hydra then starts the allocation's task count
 // (SLURM_TASKS_PER_NODE, whatever its form), fills each node's slots in
 // order and wraps around past them. The expected placements were checked
 // against mpiexec.hydra in the same allocations. --export=NONE (sites
@@ -59,9 +59,11 @@ func TestSlurmBatchScripts(t *testing.T) {
 		{"export-none", []string{"-N", "2", "--export=NONE"}, nil, "1(x2)", []int{0, 1}},
 		{"more-than-slots", []string{"-N", "3", "-n", "3"}, []string{"-n", "7"}, "1(x3)", []int{0, 1, 2, 0, 1, 2, 0}},
 		{"hosts-subset", []string{"-N", "3", "-n", "6"}, []string{"-hosts", "n2,n3"}, "4,1(x2)", []int{1, 2}},
-		{"ppn", []string{"-N", "3", "-n", "5"}, []string{"-ppn", "1"}, "3,1(x2)", []int{0, 1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if testing.Short() && tc.name != "blocks" && tc.name != "export-none" {
+				t.Skip("-short: the allocation forms past the first (a batch job each)")
+			}
 			j := newBatchJob()
 			g := gompiexecArgs(j, append(append([]string{"-l"}, tc.args...), bin("nodeprog"), "where")...)
 			got := sbatchRun(t, j, tc.sbatch, `echo "tpn=$SLURM_TASKS_PER_NODE"
