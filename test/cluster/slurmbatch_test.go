@@ -159,3 +159,27 @@ func TestGoRankFailsUnderSrun(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSlurmRankEnvironment: the options of the proxies' own step
+// (--ntasks-per-node=1, SLURM_OVERLAP) do not reach the ranks, where an
+// srun a rank runs would take them up: with -genvall ranks see the job's
+// values, with -genvnone none, as under mpiexec.hydra (whose srun passes
+// neither).
+func TestSlurmRankEnvironment(t *testing.T) {
+	_, s := slurmSetup(t)
+	show := []string{"/bin/sh", "-c", `echo "rank $PMI_RANK overlap=$SLURM_OVERLAP tpn=$SLURM_NTASKS_PER_NODE"`}
+	for _, tc := range []struct {
+		opts []string
+		want string
+	}{
+		{nil, "overlap= tpn=2\n"},
+		{[]string{"-genvnone"}, "overlap= tpn=\n"},
+	} {
+		j := startSalloc(t, s, []string{"-N", "2", "--ntasks-per-node=2"}, append(tc.opts, show...)...)
+		r := j.wait(60 * time.Second)
+		if r.Code != 0 || strings.Count(r.Stdout, tc.want) != 4 {
+			t.Errorf("%v: exit %d, want 4 ranks with %q:\n%s\n%s", tc.opts, r.Code, tc.want, r.Stdout, r.Stderr)
+		}
+		j.assertNoLeftovers(10 * time.Second)
+	}
+}
