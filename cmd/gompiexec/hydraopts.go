@@ -398,10 +398,36 @@ func segmentEnv(o *options, cfg *mpiexec.Config, environ []string, lookup func(s
 	cfg.Env, cfg.EnvNone = append([]string(nil), o.genv...), false
 }
 
+// notInherited is what Hydra never passes on from its own environment,
+// whatever -genvall or -genvlist say (-genv still can): its ssh and rsh
+// launchers drop DISPLAY, since this host's display means nothing on
+// another and a login's own (ssh -X) must stay. A forked proxy, and srun's
+// proxies, have it in their own environment, which ranks start from.
+var notInherited = map[string]bool{"DISPLAY": true}
+
+// inheritable is environ without notInherited.
+func inheritable(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !notInherited[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// lookupInheritable is os.LookupEnv for what ranks may inherit.
+func lookupInheritable(k string) (string, bool) {
+	if notInherited[k] {
+		return "", false
+	}
+	return os.LookupEnv(k)
+}
+
 // hydraConfig carries this file's options into cfg (after buildConfig has
 // set the segments, hosts and global environment).
 func hydraConfig(o *options, cfg *mpiexec.Config) error {
-	segmentEnv(o, cfg, os.Environ(), os.LookupEnv)
+	segmentEnv(o, cfg, inheritable(os.Environ()), lookupInheritable)
 	cfg.Output = mpiexec.OutputConfig{OutFile: o.outFile, ErrFile: o.errFile, Prepend: o.prependPat}
 	if o.outputFrom >= 0 {
 		size := 0

@@ -327,13 +327,13 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 
 	switch o.envMode {
 	case "all":
-		cfg.Env = os.Environ()
+		cfg.Env = inheritable(os.Environ())
 	case "none":
 		cfg.EnvNone = true
 	case "list":
 		cfg.EnvNone = true
 		for _, k := range o.envList {
-			if v, ok := os.LookupEnv(k); ok {
+			if v, ok := lookupInheritable(k); ok {
 				cfg.Env = append(cfg.Env, k+"="+v)
 			}
 		}

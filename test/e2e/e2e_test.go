@@ -311,11 +311,12 @@ func TestHelpAndVersion(t *testing.T) {
 
 // loginAgent are gompiexec's options for one host, nodeX, reached through
 // an rsh-style agent that starts the proxy in a fresh environment as an
-// SSH login would: PATH, HOME and GOMPI_LOGIN_VAR=remote only.
+// SSH login would: PATH, HOME, GOMPI_LOGIN_VAR=remote and (as ssh -X)
+// DISPLAY=remote:10 only.
 func loginAgent(t *testing.T) []string {
 	t.Helper()
 	agent := filepath.Join(t.TempDir(), "login.sh")
-	script := "#!/bin/sh\nshift\nexec env -i PATH=/usr/bin:/bin HOME=/ GOMPI_LOGIN_VAR=remote /bin/sh -c \"$*\"\n"
+	script := "#!/bin/sh\nshift\nexec env -i PATH=/usr/bin:/bin HOME=/ GOMPI_LOGIN_VAR=remote DISPLAY=remote:10 /bin/sh -c \"$*\"\n"
 	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +347,25 @@ func TestEnvironmentModes(t *testing.T) {
 		{login, []string{"-genvlist", "PATH"}, "m= l=remote\n"},
 	} {
 		args := append(append(append([]string{}, tc.launch...), tc.opts...), "-n", "1", "/bin/sh", "-c", `echo "m=$GOMPI_TEST_VAR l=$GOMPI_LOGIN_VAR"`)
+		if r := runJob(t, "", args...); r.Code != 0 || r.Stdout != tc.want {
+			t.Errorf("%v: exit %d, %q, want %q (%s)", args[:len(args)-4], r.Code, r.Stdout, tc.want, r.Stderr)
+		}
+	}
+	// DISPLAY is never passed on, whatever -genvall or -genvlist say
+	// (-genv can): the login's own stays, as with mpiexec.hydra's ssh and
+	// rsh launchers; a forked proxy has gompiexec's anyway.
+	t.Setenv("DISPLAY", ":5")
+	for _, tc := range []struct {
+		launch []string
+		opts   []string
+		want   string
+	}{
+		{login, nil, "d=remote:10\n"},
+		{login, []string{"-genvlist", "DISPLAY"}, "d=remote:10\n"},
+		{login, []string{"-genv", "DISPLAY", ":7"}, "d=:7\n"},
+		{local, nil, "d=:5\n"},
+	} {
+		args := append(append(append([]string{}, tc.launch...), tc.opts...), "-n", "1", "/bin/sh", "-c", `echo "d=$DISPLAY"`)
 		if r := runJob(t, "", args...); r.Code != 0 || r.Stdout != tc.want {
 			t.Errorf("%v: exit %d, %q, want %q (%s)", args[:len(args)-4], r.Code, r.Stdout, tc.want, r.Stderr)
 		}
