@@ -97,7 +97,10 @@ func main() {
 		select {
 		case sig := <-term:
 			cancel()
-			term <- sig // for the check below
+			select { // for Run, should the session be up already
+			case term <- sig:
+			default: // another one is queued
+			}
 		case <-connected:
 		}
 	}()
