@@ -256,6 +256,11 @@ func FromEnvironment(getenv func(string) string) ([]Host, string, error) {
 	if nodes != "" {
 		h, err := ParseSlurm(nodes, getenv("SLURM_TASKS_PER_NODE"))
 		if err != nil {
+			if step := getenv("SLURM_STEP_ID"); step != "" {
+				// srun overwrote the job's tasks per node with the step's.
+				return nil, "slurm", fmt.Errorf("slurm allocation: %w (inside job step %s, on %s, SLURM_TASKS_PER_NODE is the step's: "+
+					"start gompiexec from the batch script or salloc's shell, or name the hosts with -hosts or -f)", err, step, getenv("SLURM_STEP_NODELIST"))
+			}
 			return nil, "slurm", fmt.Errorf("slurm allocation: %w", err)
 		}
 		return h, "slurm", nil

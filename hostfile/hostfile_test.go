@@ -109,6 +109,13 @@ func TestSlurm(t *testing.T) {
 		{"a,b", "", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}}},
 		{"r[1-2]-n[8-9]", "1(x4)", []Host{{Name: "r1-n8", Slots: 1}, {Name: "r1-n9", Slots: 1}, {Name: "r2-n8", Slots: 1}, {Name: "r2-n9", Slots: 1}}},
 		{"gpu[9-11],cpu3", "4,4,4,8", []Host{{Name: "gpu9", Slots: 4}, {Name: "gpu10", Slots: 4}, {Name: "gpu11", Slots: 4}, {Name: "cpu3", Slots: 8}}},
+		// Checked with Slurm 22.05's `scontrol show hostnames`: the width is the
+		// range start's, several bracket groups, zero padding.
+		{"n[001-003,010],gpu[1-2]", "2(x3),1,4(x2)", []Host{{Name: "n001", Slots: 2}, {Name: "n002", Slots: 2}, {Name: "n003", Slots: 2},
+			{Name: "n010", Slots: 1}, {Name: "gpu1", Slots: 4}, {Name: "gpu2", Slots: 4}}},
+		{"n[098-101]", "1(x4)", []Host{{Name: "n098", Slots: 1}, {Name: "n099", Slots: 1}, {Name: "n100", Slots: 1}, {Name: "n101", Slots: 1}}},
+		{"n[8-010]", "", []Host{{Name: "n8", Slots: 1}, {Name: "n9", Slots: 1}, {Name: "n10", Slots: 1}}},
+		{"n[01-3]", "", []Host{{Name: "n01", Slots: 1}, {Name: "n02", Slots: 1}, {Name: "n03", Slots: 1}}},
 	}
 	for _, tc := range tests {
 		got, err := ParseSlurm(tc.nodes, tc.tasks)
@@ -143,6 +150,15 @@ func TestFromEnvironment(t *testing.T) {
 	h, src, err = FromEnvironment(func(string) string { return "" })
 	if h != nil || src != "" || err != nil {
 		t.Fatalf("none: %v %s %v", h, src, err)
+	}
+	// Inside a job step (srun --pty bash, an interactive step) the tasks
+	// per node are the step's, the node list the job's: the error says so
+	// (mpiexec.hydra 4.0.2 dies of SIGFPE there).
+	env = map[string]string{"SLURM_JOB_NODELIST": "n[1-3]", "SLURM_NODELIST": "n[1-3]", "SLURM_TASKS_PER_NODE": "1",
+		"SLURM_STEP_ID": "0", "SLURM_STEP_NODELIST": "n1"}
+	_, _, err = FromEnvironment(func(k string) string { return env[k] })
+	if err == nil || !strings.Contains(err.Error(), "inside job step 0") || !strings.Contains(err.Error(), "-hosts") {
+		t.Fatalf("in a step: %v", err)
 	}
 }
 

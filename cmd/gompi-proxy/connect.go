@@ -22,9 +22,14 @@ func sessionStream(ctx context.Context) (io.ReadWriteCloser, error) {
 		return nil, err
 	}
 	secret, err := launcher.ParseSecret(os.Getenv(launcher.ConnectSecretEnv))
-	// Ranks must not inherit the secret nor the address.
+	// Ranks must not inherit the secret nor the address, nor what srun
+	// set for the proxies' own step (an srun a rank runs would take up
+	// --overlap and --ntasks-per-node=1): what gompiexec had of those
+	// still reaches them with its environment, as under Hydra.
 	os.Unsetenv(launcher.ConnectSecretEnv)
 	os.Unsetenv(launcher.ConnectEnv)
+	os.Unsetenv("SLURM_OVERLAP")
+	os.Unsetenv("SLURM_NTASKS_PER_NODE")
 	if err != nil {
 		return nil, err
 	}

@@ -80,13 +80,30 @@ func main() {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	// Terminal signals go to gompiexec, which forwards them; a SIGTERM or
-	// SIGHUP aimed at the proxy itself ends the job on this host.
+	// SIGHUP aimed at the proxy itself ends the job on this host: before
+	// the session is up at once, after it the ranks get SIGTERM and the
+	// job's grace period (proxy.Config.Terminate).
 	// Caught rather than ignored: ignored dispositions would be inherited by
 	// the ranks, caught ones are reset at exec. Catching SIGPIPE turns a
 	// write to a dead launcher into an error we handle.
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGINT, syscall.SIGPIPE)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGHUP)
-	defer stop()
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	connected, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case sig := <-term:
+			cancel()
+			select { // for Run, should the session be up already
+			case term <- sig:
+			default: // another one is queued
+			}
+		case <-connected:
+		}
+	}()
 	var heartbeat time.Duration
 	if v := os.Getenv(launcher.HeartbeatEnv); v != "" {
 		d, err := time.ParseDuration(v)
@@ -107,6 +124,12 @@ func main() {
 	// So is the topology's lookup (the PATH search for lstopo, the cache).
 	topo := proxy.PrefetchTopo()
 	stream, err := sessionStream(ctx)
+	close(connected)
+	<-watched
+	if err == nil && ctx.Err() != nil {
+		stream.Close()
+		err = errors.New("terminated by a signal before the job arrived")
+	}
 	if err != nil {
 		if started != nil {
 			started.Abandon()
@@ -115,10 +138,10 @@ func main() {
 		os.Exit(1)
 	}
 	err = proxy.Run(ctx, stream, proxy.Config{Log: log, Stderr: os.Stderr, Heartbeat: heartbeat, Guard: guard, Started: started, Topo: topo,
-		ReplayIOCache: func(dir string) error { _, err := journal.ReplayDir(dir); return err }})
-	if errors.Is(err, context.Canceled) {
-		// SIGTERM or SIGHUP: scancel, the end of an srun step, a shutdown.
-		err = errors.New("gompi-proxy: terminated by a signal; this host's ranks were killed")
+		ReplayIOCache: func(dir string) error { _, err := journal.ReplayDir(dir); return err }, Terminate: term})
+	if errors.Is(err, proxy.ErrTerminated) {
+		// SIGTERM or SIGHUP: scancel, a time limit, a shutdown.
+		err = errors.New("gompi-proxy: terminated by a signal; this host's ranks were sent SIGTERM")
 	}
 	if err != nil && !errors.Is(err, proxy.ErrLauncherLost) && !errors.Is(err, proxy.ErrReported) {
 		fmt.Fprintf(os.Stderr, "%v\n", err)

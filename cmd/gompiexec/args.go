@@ -240,13 +240,14 @@ func init() {
 
 // parseArgs reads Hydra-style arguments: options before each program, one
 // or two leading dashes, `-opt=value` accepted, MPMD segments split by ":".
-// HYDRA_CONFIG_FILE's global options come first, so the command line's
+// The default config file's global options (HYDRA_CONFIG_FILE,
+// ~/.mpiexec.hydra.conf, the system one) come first, so the command line's
 // win; -configfile's lines are segments after the command line's options.
 func parseArgs(args []string) (*options, error) {
 	o := &options{envMode: "all", proxyPersist: -1}
 	o.hydraOpts = newHydraOpts()
 	p := &parser{o: o, seg: &segment{}}
-	if err := p.defaults(os.Getenv("HYDRA_CONFIG_FILE")); err != nil {
+	if err := p.defaults(defaultConfig(os.Getenv)); err != nil {
 		return nil, err
 	}
 	if err := p.parse(args); err != nil {

@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -259,21 +260,55 @@ func (p *parser) configFile() error {
 	return nil
 }
 
-// defaults reads HYDRA_CONFIG_FILE's global options (Hydra reads them
-// after the command line and lets the command line win; reading them
+// systemConfigFiles are where Hydra's own build looks for its system-wide
+// defaults (<sysconfdir>/mpiexec.hydra.conf): /etc for a build with
+// --sysconfdir=/etc, /usr/etc for Debian's (--prefix=/usr alone).
+var systemConfigFiles = []string{"/etc/mpiexec.hydra.conf", "/usr/etc/mpiexec.hydra.conf"}
+
+// defaultConfig is the file of default options Hydra reads, and how errors
+// name it: the first that opens of $HYDRA_CONFIG_FILE,
+// $HOME/.mpiexec.hydra.conf and the system file. As Hydra, a file that
+// does not open is passed over silently, and only one file is read.
+func defaultConfig(getenv func(string) string) (path, label string) {
+	try := func(p string) bool {
+		f, err := os.Open(p)
+		if err != nil {
+			return false
+		}
+		f.Close()
+		return true
+	}
+	if p := getenv("HYDRA_CONFIG_FILE"); p != "" && try(p) {
+		return p, "HYDRA_CONFIG_FILE " + p
+	}
+	if h := getenv("HOME"); h != "" {
+		if p := filepath.Join(h, ".mpiexec.hydra.conf"); try(p) {
+			return p, p
+		}
+	}
+	for _, p := range systemConfigFiles {
+		if try(p) {
+			return p, p
+		}
+	}
+	return "", ""
+}
+
+// defaults reads the default config file's global options (Hydra reads
+// them after the command line and lets the command line win; reading them
 // first gives the same result here).
-func (p *parser) defaults(path string) error {
+func (p *parser) defaults(path, label string) error {
 	if path == "" {
 		return nil
 	}
 	lines, nums, err := configLines(path)
 	if err != nil {
-		return usagef("HYDRA_CONFIG_FILE: %v", err)
+		return usagef("%s: %v", label, err)
 	}
-	p.globalOnly = "HYDRA_CONFIG_FILE"
+	p.globalOnly = "the default config file"
 	for i, toks := range lines {
 		if err := p.parse(toks); err != nil {
-			return usagef("HYDRA_CONFIG_FILE %s:%d: %v", path, nums[i], err)
+			return usagef("%s:%d: %v", label, nums[i], err)
 		}
 	}
 	p.globalOnly = ""
@@ -363,10 +398,36 @@ func segmentEnv(o *options, cfg *mpiexec.Config, environ []string, lookup func(s
 	cfg.Env, cfg.EnvNone = append([]string(nil), o.genv...), false
 }
 
+// notInherited is what Hydra never passes on from its own environment,
+// whatever -genvall or -genvlist say (-genv still can): its ssh and rsh
+// launchers drop DISPLAY, since this host's display means nothing on
+// another and a login's own (ssh -X) must stay. A forked proxy, and srun's
+// proxies, have it in their own environment, which ranks start from.
+var notInherited = map[string]bool{"DISPLAY": true}
+
+// inheritable is environ without notInherited.
+func inheritable(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		if k, _, _ := strings.Cut(kv, "="); !notInherited[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// lookupInheritable is os.LookupEnv for what ranks may inherit.
+func lookupInheritable(k string) (string, bool) {
+	if notInherited[k] {
+		return "", false
+	}
+	return os.LookupEnv(k)
+}
+
 // hydraConfig carries this file's options into cfg (after buildConfig has
 // set the segments, hosts and global environment).
 func hydraConfig(o *options, cfg *mpiexec.Config) error {
-	segmentEnv(o, cfg, os.Environ(), os.LookupEnv)
+	segmentEnv(o, cfg, inheritable(os.Environ()), lookupInheritable)
 	cfg.Output = mpiexec.OutputConfig{OutFile: o.outFile, ErrFile: o.errFile, Prepend: o.prependPat}
 	if o.outputFrom >= 0 {
 		size := 0

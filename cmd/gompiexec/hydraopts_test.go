@@ -148,7 +148,7 @@ func TestHydraConfigFileDefaults(t *testing.T) {
 		t.Fatalf("parsed %+v", o)
 	}
 	for text, want := range map[string]string{
-		"-n 2\n":               ":1: option -n: HYDRA_CONFIG_FILE holds global options only",
+		"-n 2\n":               ":1: option -n: the default config file holds global options only",
 		"-genv A 1\n./app\n":   `:2: program "./app"`,
 		"-configfile x\n":      ":1: option -configfile: not inside a config file",
 		"-genvall -genvnone\n": ":1: duplicate setting",
@@ -158,9 +158,50 @@ func TestHydraConfigFileDefaults(t *testing.T) {
 			t.Errorf("%q: got %v, want %q", text, err, want)
 		}
 	}
-	t.Setenv("HYDRA_CONFIG_FILE", "/nonexistent/conf")
-	if _, err := parseArgs([]string{"app"}); err == nil || !strings.Contains(err.Error(), "HYDRA_CONFIG_FILE") {
-		t.Errorf("missing file: %v", err)
+}
+
+// TestDefaultConfigFiles: as Hydra (checked with mpiexec.hydra 4.0.2 and
+// its get_parameters.c), the defaults come from the first file that opens
+// of HYDRA_CONFIG_FILE, ~/.mpiexec.hydra.conf and the system file; one
+// that does not open is passed over without a word; one file only.
+func TestDefaultConfigFiles(t *testing.T) {
+	home := t.TempDir()
+	sys := writeConf(t, "-genv S sys\n")
+	env := writeConf(t, "-genv E env\n")
+	t.Cleanup(func(f []string) func() { return func() { systemConfigFiles = f } }(systemConfigFiles))
+	systemConfigFiles = []string{"/nonexistent/mpiexec.hydra.conf", sys}
+	t.Setenv("HOME", home)
+	for _, tc := range []struct {
+		name    string
+		envFile string
+		home    string // text of ~/.mpiexec.hydra.conf; "" for none
+		want    []string
+	}{
+		{"system", "", "", []string{"S=sys"}},
+		{"home over system", "", "-genv H home -l\n", []string{"H=home"}},
+		{"HYDRA_CONFIG_FILE over home", env, "-genv H home\n", []string{"E=env"}},
+		{"HYDRA_CONFIG_FILE missing: home", "/nonexistent/conf", "-genv H home\n", []string{"H=home"}},
+		{"HYDRA_CONFIG_FILE missing: system", "/nonexistent/conf", "", []string{"S=sys"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			os.Remove(filepath.Join(home, ".mpiexec.hydra.conf"))
+			if tc.home != "" {
+				os.WriteFile(filepath.Join(home, ".mpiexec.hydra.conf"), []byte(tc.home), 0o644)
+			}
+			t.Setenv("HYDRA_CONFIG_FILE", tc.envFile)
+			o, err := parseArgs([]string{"-genv", "C", "cmd", "app"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := append(tc.want, "C=cmd"); !reflect.DeepEqual(o.genv, want) {
+				t.Errorf("-genv %v, want %v", o.genv, want)
+			}
+		})
+	}
+	t.Setenv("HYDRA_CONFIG_FILE", "")
+	os.WriteFile(filepath.Join(home, ".mpiexec.hydra.conf"), []byte("-n 2\n"), 0o644)
+	if _, err := parseArgs([]string{"app"}); err == nil || !strings.Contains(err.Error(), filepath.Join(home, ".mpiexec.hydra.conf")+":1:") {
+		t.Errorf("a bad line in ~/.mpiexec.hydra.conf: %v, want it named", err)
 	}
 }
 

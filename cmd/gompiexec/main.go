@@ -146,8 +146,9 @@ PMI protocol; 255 on launcher errors.
 More of Hydra's variables: HYDRA_LAUNCHER or HYDRA_BOOTSTRAP (as -launcher),
 HYDRA_LAUNCHER_EXEC or HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as
 -verbose), HYDRA_ENV (all: as -genvall, else -genvnone) apply when the option is not
-given; HYDRA_CONFIG_FILE names a file of default global options (config-file syntax)
-that the command line overrides.
+given. Default global options (config-file syntax), which the command line
+overrides, come from the first file that opens of HYDRA_CONFIG_FILE,
+~/.mpiexec.hydra.conf, /etc/mpiexec.hydra.conf and /usr/etc/mpiexec.hydra.conf.
 
 Shell completion: gompiexec completion bash|zsh|fish (only as the first argument: a
 program called completion or help runs as any other, e.g. gompiexec -n 2 completion)
@@ -326,13 +327,13 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 
 	switch o.envMode {
 	case "all":
-		cfg.Env = os.Environ()
+		cfg.Env = inheritable(os.Environ())
 	case "none":
 		cfg.EnvNone = true
 	case "list":
 		cfg.EnvNone = true
 		for _, k := range o.envList {
-			if v, ok := os.LookupEnv(k); ok {
+			if v, ok := lookupInheritable(k); ok {
 				cfg.Env = append(cfg.Env, k+"="+v)
 			}
 		}

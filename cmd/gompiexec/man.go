@@ -24,7 +24,7 @@ func writeMan(dir string) int {
 			{"HYDRA_LAUNCHER_EXEC, HYDRA_BOOTSTRAP_EXEC", "rsh-style agent when -launcher-exec is not given"},
 			{"HYDRA_DEBUG", "1 (or yes, true, on): log launch steps as -verbose"},
 			{"HYDRA_ENV", "all: ranks inherit gompiexec's environment (-genvall); any other value: none of it (-genvnone); the command line's -genv* win"},
-			{"HYDRA_CONFIG_FILE", "file of default global options, one or more per line (# comments); options on the command line override them"},
+			{"HYDRA_CONFIG_FILE", "file of default global options, one or more per line (# comments); options on the command line override them. When it is unset or does not open, ~/.mpiexec.hydra.conf, then /etc/mpiexec.hydra.conf, then /usr/etc/mpiexec.hydra.conf (the first that opens; as Hydra)"},
 			{"MPIEXEC_TIMEOUT", "seconds after which the job is killed (as -timeout)"},
 			{"GOMPI_PROXY", "gompi-proxy command on every host (as -proxy-path); default: gompi-proxy beside gompiexec, else on PATH"},
 			{"GOMPI_PROXY_PERSIST", "seconds a persistent proxy stays on each SSH host (as -proxy-persist)"},

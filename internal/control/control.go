@@ -110,8 +110,9 @@ type Job struct {
 	Ranks   []RankSpec `json:"ranks"`
 	// Env is applied to every rank after the proxy's base environment.
 	Env []string `json:"env"`
-	// EnvNone starts ranks from a minimal base environment (PATH, HOME, ...)
-	// instead of the proxy's own.
+	// EnvNone: Env holds only what gompiexec chose to pass (-genvnone,
+	// -genvlist). Ranks start from the proxy's own environment either way,
+	// as Hydra's do; the field is informational.
 	EnvNone bool `json:"env_none,omitempty"`
 
 	// BindTo is gompiexec -bind-to (TYPE or TYPE:N; "" binds nothing):
@@ -187,9 +188,10 @@ type App struct {
 	Path string   `json:"path,omitempty"` // the program, when not Argv[0]
 	Env  []string `json:"env"`
 	Wdir string   `json:"wdir"`
-	// EnvSet: this app's ranks inherit Inherit (from a minimal base with
-	// EnvNone) instead of the job's inherited environment (gompiexec
-	// -envall, -envnone, -envlist); Job.Env then holds only -genv pairs.
+	// EnvSet: this app's ranks inherit Inherit (on top of the proxy's
+	// environment; EnvNone is informational) instead of the job's
+	// inherited environment (gompiexec -envall, -envnone, -envlist);
+	// Job.Env then holds only -genv pairs.
 	EnvSet  bool     `json:"env_set,omitempty"`
 	EnvNone bool     `json:"env_none,omitempty"`
 	Inherit []string `json:"inherit,omitempty"`

@@ -234,12 +234,16 @@ const OverlapEnv = "SLURM_OVERLAP=1"
 
 // SrunArgs is the srun command line for hosts and proxy argv: one task
 // per node on exactly those nodes, stdin to none of them, no PMI plugin
-// for the proxies, and the step killed when any proxy fails.
+// for the proxies, and the step killed when any proxy fails. --export=ALL:
+// in a job submitted with --export=NONE (SLURM_EXPORT_ENV=NONE, which srun
+// reads) the proxies would get only SLURM_* variables, not the connect-back
+// address and secret; Hydra's proxies take theirs on the command line, and
+// its ranks get the script's environment either way.
 func SrunArgs(srun string, extra []string, hosts []string, argv []string) []string {
 	n := strconv.Itoa(len(hosts))
 	args := []string{srun, "--nodes=" + n, "--ntasks=" + n, "--ntasks-per-node=1",
 		"--nodelist=" + strings.Join(hosts, ","), "--input=none", "--mpi=none",
-		"--kill-on-bad-exit=1", "--job-name=gompi-proxy"}
+		"--kill-on-bad-exit=1", "--export=ALL", "--job-name=gompi-proxy"}
 	args = append(args, extra...)
 	return append(args, argv...)
 }

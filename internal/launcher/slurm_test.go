@@ -152,7 +152,7 @@ func TestSlurmBackendFailures(t *testing.T) {
 
 func TestSrunArgs(t *testing.T) {
 	got := strings.Join(SrunArgs("srun", []string{"--partition=p"}, []string{"a", "b"}, []string{"/x/gompi-proxy"}), " ")
-	want := "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist=a,b --input=none --mpi=none --kill-on-bad-exit=1 --job-name=gompi-proxy --partition=p /x/gompi-proxy"
+	want := "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --nodelist=a,b --input=none --mpi=none --kill-on-bad-exit=1 --export=ALL --job-name=gompi-proxy --partition=p /x/gompi-proxy"
 	if got != want {
 		t.Fatalf("SrunArgs:\n got %s\nwant %s", got, want)
 	}

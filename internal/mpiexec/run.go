@@ -66,7 +66,8 @@ type Config struct {
 	// Env is what ranks inherit from gompiexec (KEY=VALUE), already filtered
 	// by -genvall/-genvlist, plus -genv pairs.
 	Env []string
-	// EnvNone starts ranks from a minimal environment (-genvnone, -genvlist).
+	// EnvNone: Env holds only what -genvnone/-genvlist let through; ranks
+	// still start from their proxy's environment, as under Hydra.
 	EnvNone     bool
 	PrependRank bool
 	// Timeout ends the job when it expires; 0 means none.

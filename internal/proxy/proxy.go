@@ -77,7 +77,17 @@ type Config struct {
 	// the proxy's packages do not link the rank runtime's. Nil: a job
 	// that names cache directories is refused.
 	ReplayIOCache func(dir string) error
+	// Terminate delivers the SIGTERM or SIGHUP sent to the proxy itself
+	// (scancel, a Slurm time limit, a shutdown): its ranks get SIGTERM
+	// and, after the job's grace period, SIGKILL, while their output and
+	// exit statuses still reach the launcher; Run then returns
+	// ErrTerminated. Nil: no such signal is awaited.
+	Terminate <-chan os.Signal
 }
+
+// ErrTerminated: the proxy was asked to end (Config.Terminate) and its
+// ranks have ended.
+var ErrTerminated = errors.New("proxy: terminated by a signal")
 
 type rank struct {
 	spec     control.RankSpec
@@ -222,6 +232,13 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 		}
 	}()
 	defer close(done)
+	term, terminated := cfg.Terminate, false
+	ended := func() error {
+		if terminated {
+			return ErrTerminated
+		}
+		return nil
+	}
 	for {
 		select {
 		case <-exited:
@@ -233,7 +250,7 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				// done): that is success, and an exit status of 1 would
 				// make srun report a failed task and kill the step.
 				p.log.Debug("launcher gone after the last rank ended", "err", err)
-				return nil
+				return ended()
 			}
 			// Keep relaying for the proxies below until they are done.
 			// Then this proxy's part is over once what it wrote has left
@@ -244,9 +261,9 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 				select {
 				case <-p.tree.allDone:
 					waitSent(rw, lost, 10*time.Second)
-					return nil
+					return ended()
 				case <-lost:
-					return nil
+					return ended()
 				case m := <-cmds:
 					p.command(m, false)
 				}
@@ -260,6 +277,11 @@ func Run(ctx context.Context, rw io.ReadWriteCloser, cfg Config) error {
 			p.killAll(syscall.SIGKILL)
 			<-exited
 			return ctx.Err()
+		case <-term:
+			// As Hydra's ranks under scancel or the time limit: they get
+			// to run their SIGTERM handlers and say so.
+			term, terminated = nil, true
+			p.terminate()
 		case m := <-cmds:
 			p.command(m, true)
 		}
@@ -797,9 +819,6 @@ func (p *proxy) appPath(app int, name string) (string, error) {
 	return a.path, a.err
 }
 
-// minimalEnv is what -genvnone keeps from the proxy's own environment.
-var minimalEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "LANG", "TERM"}
-
 func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	// The merged base (proxy or minimal environment, job env, app env) is
 	// the same for every rank of an app: build it once.
@@ -809,21 +828,13 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	}
 	base := p.appEnv[rs.AppNum]
 	if base == nil {
+		// The proxy's own environment first, whatever -genvnone says, as
+		// Hydra's proxies do: -genvnone and -genvlist only hold back
+		// gompiexec's (Job.Env, App.Inherit). So a forked proxy passes
+		// everything, and over SSH ranks keep the remote login's variables.
 		base = &envList{}
-		none := p.job.EnvNone
-		if app.EnvSet {
-			none = app.EnvNone // -envall, -envnone, -envlist
-		}
-		if none {
-			for _, k := range minimalEnv {
-				if v, ok := os.LookupEnv(k); ok {
-					base.set(k + "=" + v)
-				}
-			}
-		} else {
-			for _, kv := range os.Environ() {
-				base.set(kv)
-			}
+		for _, kv := range os.Environ() {
+			base.set(kv)
 		}
 		for _, kv := range app.Inherit {
 			base.set(kv)
@@ -857,40 +868,4 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	env.set("GOMPI_JOBID=" + p.job.JobID)
 	env.set("GOMPI_APPNUM=" + strconv.Itoa(rs.AppNum))
 	return env.list()
-}
-
-// envList is an environment where a later KEY=VALUE replaces an earlier one.
-type envList struct {
-	idx map[string]int
-	kvs []string
-}
-
-func (e *envList) set(kv string) {
-	k, _, _ := strings.Cut(kv, "=")
-	if e.idx == nil {
-		e.idx = map[string]int{}
-	}
-	if i, ok := e.idx[k]; ok {
-		e.kvs[i] = kv
-		return
-	}
-	e.idx[k] = len(e.kvs)
-	e.kvs = append(e.kvs, kv)
-}
-
-func (e *envList) list() []string { return e.kvs }
-
-func (e *envList) has(key string) bool {
-	_, ok := e.idx[key]
-	return ok
-}
-
-// clone copies e so per-rank variables can be set without touching it.
-func (e *envList) clone() *envList {
-	c := &envList{idx: make(map[string]int, len(e.idx)+8), kvs: make([]string, len(e.kvs), len(e.kvs)+8)}
-	copy(c.kvs, e.kvs)
-	for k, v := range e.idx {
-		c.idx[k] = v
-	}
-	return c
 }

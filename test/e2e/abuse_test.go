@@ -444,3 +444,27 @@ exit 0
 		})
 	}
 }
+
+// A SIGTERM to the proxy itself (a shutdown; under Slurm, scancel or the
+// time limit) gives its ranks SIGTERM and the grace period: their
+// handlers run and what they print arrives. The proxy used to SIGKILL
+// them at once.
+func TestProxySIGTERMLetsRanksSave(t *testing.T) {
+	j := newJob(t, "", "-n", "2", "/bin/sh", "-c", `trap 'echo "rank $PMI_RANK saved"; exit 3' TERM; echo ready; while :; do sleep 0.05; done`)
+	j.startJob()
+	for deadline := time.Now().Add(20 * time.Second); strings.Count(j.Stdout.String(), "ready\n") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ranks not ready: %q", j.Stdout.String())
+		}
+	}
+	ps := childrenNamed(j.Cmd.Process.Pid, "gompi-proxy")
+	if len(ps) != 1 {
+		t.Fatalf("proxies %v", ps)
+	}
+	syscall.Kill(ps[0], syscall.SIGTERM)
+	r := j.wait(20 * time.Second)
+	if !strings.Contains(r.Stdout, "rank 0 saved\n") || !strings.Contains(r.Stdout, "rank 1 saved\n") || r.Code == 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %s", r.Code, r.Stdout, r.Stderr)
+	}
+	j.assertNoLeftovers(5 * time.Second)
+}

@@ -309,19 +309,66 @@ func TestHelpAndVersion(t *testing.T) {
 	}
 }
 
+// loginAgent are gompiexec's options for one host, nodeX, reached through
+// an rsh-style agent that starts the proxy in a fresh environment as an
+// SSH login would: PATH, HOME, GOMPI_LOGIN_VAR=remote and (as ssh -X)
+// DISPLAY=remote:10 only.
+func loginAgent(t *testing.T) []string {
+	t.Helper()
+	agent := filepath.Join(t.TempDir(), "login.sh")
+	script := "#!/bin/sh\nshift\nexec env -i PATH=/usr/bin:/bin HOME=/ GOMPI_LOGIN_VAR=remote DISPLAY=remote:10 /bin/sh -c \"$*\"\n"
+	if err := os.WriteFile(agent, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-launcher", "rsh", "-launcher-exec", agent, "-hosts", "nodeX", "-proxy-path", bin("gompi-proxy")}
+}
+
+// TestEnvironmentModes: ranks start from their proxy's whole environment
+// and -genvall/-genvnone/-genvlist choose only what is added from
+// gompiexec's, as with mpiexec.hydra (checked with it on the same command
+// lines): a forked proxy has gompiexec's environment, so -genvnone
+// changes nothing locally; through an agent that logs in afresh
+// (env -i, as ssh does) -genvnone keeps the login's variables and drops
+// gompiexec's.
 func TestEnvironmentModes(t *testing.T) {
 	t.Setenv("GOMPI_TEST_VAR", "inherited")
-	r := runJob(t, "", "-n", "1", bin("rankprog"), "env")
-	if !strings.Contains(r.Stdout, "marker=inherited") {
-		t.Fatalf("-genvall: %q", r.Stdout)
+	local, login := []string{}, loginAgent(t)
+	for _, tc := range []struct {
+		launch []string
+		opts   []string
+		want   string
+	}{
+		{local, nil, "m=inherited l=\n"},
+		{local, []string{"-genvnone"}, "m=inherited l=\n"},
+		{local, []string{"-genvlist", "PATH"}, "m=inherited l=\n"},
+		{login, nil, "m=inherited l=remote\n"},
+		{login, []string{"-genvnone"}, "m= l=remote\n"},
+		{login, []string{"-genvlist", "GOMPI_TEST_VAR"}, "m=inherited l=remote\n"},
+		{login, []string{"-genvlist", "PATH"}, "m= l=remote\n"},
+	} {
+		args := append(append(append([]string{}, tc.launch...), tc.opts...), "-n", "1", "/bin/sh", "-c", `echo "m=$GOMPI_TEST_VAR l=$GOMPI_LOGIN_VAR"`)
+		if r := runJob(t, "", args...); r.Code != 0 || r.Stdout != tc.want {
+			t.Errorf("%v: exit %d, %q, want %q (%s)", args[:len(args)-4], r.Code, r.Stdout, tc.want, r.Stderr)
+		}
 	}
-	r = runJob(t, "", "-genvnone", "-n", "1", bin("rankprog"), "env")
-	if !strings.Contains(r.Stdout, "marker=\n") {
-		t.Fatalf("-genvnone: %q", r.Stdout)
-	}
-	r = runJob(t, "", "-genvlist", "GOMPI_TEST_VAR", "-n", "1", bin("rankprog"), "env")
-	if !strings.Contains(r.Stdout, "marker=inherited") {
-		t.Fatalf("-genvlist: %q", r.Stdout)
+	// DISPLAY is never passed on, whatever -genvall or -genvlist say
+	// (-genv can): the login's own stays, as with mpiexec.hydra's ssh and
+	// rsh launchers; a forked proxy has gompiexec's anyway.
+	t.Setenv("DISPLAY", ":5")
+	for _, tc := range []struct {
+		launch []string
+		opts   []string
+		want   string
+	}{
+		{login, nil, "d=remote:10\n"},
+		{login, []string{"-genvlist", "DISPLAY"}, "d=remote:10\n"},
+		{login, []string{"-genv", "DISPLAY", ":7"}, "d=:7\n"},
+		{local, nil, "d=:5\n"},
+	} {
+		args := append(append(append([]string{}, tc.launch...), tc.opts...), "-n", "1", "/bin/sh", "-c", `echo "d=$DISPLAY"`)
+		if r := runJob(t, "", args...); r.Code != 0 || r.Stdout != tc.want {
+			t.Errorf("%v: exit %d, %q, want %q (%s)", args[:len(args)-4], r.Code, r.Stdout, tc.want, r.Stderr)
+		}
 	}
 	// gfortran buffers a pipe's output unless told not to: Hydra always
 	// tells it, whatever the environment options and the user's value.

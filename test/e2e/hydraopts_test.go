@@ -11,13 +11,14 @@ import (
 // Per-segment -envall/-envnone/-envlist replace the global -genv* choice
 // for their segment only; -genv pairs reach every segment (Hydra's rules,
 // compared with mpiexec.hydra through an rsh agent that starts proxies in
-// an empty environment).
+// a fresh environment: ranks start from the proxy's).
 func TestPerSegmentEnvironment(t *testing.T) {
 	t.Setenv("GOMPI_T_FOO", "foo")
 	t.Setenv("GOMPI_T_BAR", "bar")
 	show := []string{"sh", "-c", `echo "app$GOMPI_APPNUM foo=$GOMPI_T_FOO bar=$GOMPI_T_BAR g=$GOMPI_T_G"`}
 	seg := func(opts ...string) []string { return append(append([]string{"-n", "1"}, opts...), show...) }
-	args := []string{"-genvlist", "GOMPI_T_FOO", "-genv", "GOMPI_T_G", "1"}
+	login := loginAgent(t)
+	args := append(login, "-genvlist", "GOMPI_T_FOO", "-genv", "GOMPI_T_G", "1")
 	args = append(append(args, seg()...), ":")
 	args = append(append(args, seg("-envlist", "GOMPI_T_BAR")...), ":")
 	args = append(append(args, seg("-envnone")...), ":")
@@ -39,7 +40,7 @@ func TestPerSegmentEnvironment(t *testing.T) {
 	// HYDRA_ENV and HYDRA_DEBUG stand in for -genvnone and -verbose.
 	t.Setenv("HYDRA_ENV", "none")
 	t.Setenv("HYDRA_DEBUG", "1")
-	r = runJob(t, "", seg()...)
+	r = runJob(t, "", append(login, seg()...)...)
 	if r.Code != 0 || !strings.Contains(r.Stdout, "app0 foo= bar= g=\n") || !strings.Contains(r.Stderr, "level=DEBUG") {
 		t.Errorf("HYDRA_ENV=none HYDRA_DEBUG=1: exit %d, %q %q", r.Code, r.Stdout, r.Stderr)
 	}

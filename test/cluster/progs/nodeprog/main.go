@@ -9,6 +9,8 @@
 //	nodeprog sleep DUR      print "ready", then sleep
 //	nodeprog wheresleep DUR as where, then print "ready" and sleep
 //	nodeprog trap           print "ready", then report every SIGINT (and keep running)
+//	nodeprog failbarrier R  mpi.Init; rank R exits 7, the others enter a barrier
+//	nodeprog trapterm       print "ready"; report SIGUSR1/2; on SIGTERM save and exit 3
 //	nodeprog coll           the runtime's collectives (node-aware across hosts)
 //	                        small and large, checked; print "coll ok"
 package main
@@ -65,6 +67,40 @@ func main() {
 		for range c {
 			fmt.Printf("rank %s on %s got interrupt\n", rank, host())
 		}
+	case "trapterm":
+		// As a code that checkpoints at the time limit: SIGUSR1 and
+		// SIGUSR2 are reported, SIGTERM saves (a moment) and exits 3.
+		c := make(chan os.Signal, 4)
+		signal.Notify(c, syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGTERM)
+		fmt.Printf("rank %s on %s ready\n", rank, host())
+		for sig := range c {
+			if sig != syscall.SIGTERM {
+				fmt.Printf("rank %s on %s got %v\n", rank, host(), sig)
+				continue
+			}
+			time.Sleep(200 * time.Millisecond)
+			fmt.Printf("rank %s on %s saved after %v\n", rank, host(), sig)
+			os.Exit(3)
+		}
+	case "failbarrier":
+		// Rank RANK exits 7 after Init; the others enter a barrier.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := mpi.Init(ctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "nodeprog: rank %s: init: %v\n", rank, err)
+			os.Exit(1)
+		}
+		fmt.Printf("rank %d of %d on %s ready\n", c.Rank(), c.Size(), host())
+		if strconv.Itoa(c.Rank()) == args[1] {
+			os.Exit(7)
+		}
+		if err := c.Barrier(); err != nil {
+			fmt.Fprintf(os.Stderr, "rank %d on %s: barrier: %v\n", c.Rank(), host(), err)
+			os.Exit(1)
+		}
+		fmt.Printf("rank %d passed the barrier\n", c.Rank())
+		c.Finalize()
 	case "wheresleep":
 		if err := where(); err != nil {
 			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: %v\n", rank, host(), err)
