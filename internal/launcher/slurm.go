@@ -212,10 +212,10 @@ func (s *Slurm) Start(ctx context.Context, spec Spec) (Proc, error) {
 		s.mu.Unlock()
 		return &slurmProc{Conn: conn, s: s}, nil
 	case <-s.srunDone:
-		return nil, fmt.Errorf("srun ended before the proxy on %s connected back (%v)%s", spec.Host, s.srunErr, s.tail.summary())
+		return nil, fmt.Errorf("srun ended before the proxy on %s connected back (%v)%s", spec.Host, s.srunErr, s.tail.summary(s.cfg.Stderr != io.Discard))
 	case <-t.C:
 		return nil, fmt.Errorf("proxy on %s did not connect back within %s (tried %s)%s",
-			spec.Host, s.cfg.ConnectTimeout, strings.Join(s.cfg.Advertise, ","), s.tail.summary())
+			spec.Host, s.cfg.ConnectTimeout, strings.Join(s.cfg.Advertise, ","), s.tail.summary(s.cfg.Stderr != io.Discard))
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -393,9 +393,15 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (t *tailBuffer) summary() string {
+// summary is srun's last output for an error message, unless it was
+// shown already (shown: it went to a real Stderr), where repeating it
+// printed every srun error twice.
+func (t *tailBuffer) summary(shown bool) string {
 	if t == nil {
 		return ""
+	}
+	if shown {
+		return " (srun's messages above)"
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -145,6 +145,20 @@ func TestSlurmBackendFailures(t *testing.T) {
 			}
 		})
 	}
+	// srun's messages shown on Stderr are not repeated in the error.
+	var stderr bytes.Buffer
+	be, err := NewSlurm(SlurmConfig{Srun: fakeSrun(t, `echo "srun: error: Invalid node name specified" >&2; exit 1`),
+		Listen: "127.0.0.1:0", ConnectTimeout: 20 * time.Second, Stderr: &stderr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	be.Expect([]string{"h1"})
+	_, err = be.Start(context.Background(), Spec{Host: "h1", Argv: []string{"/bin/true"}})
+	if err == nil || strings.Contains(err.Error(), "Invalid node name") || !strings.Contains(err.Error(), "srun's messages above") ||
+		!strings.Contains(stderr.String(), "Invalid node name") {
+		t.Errorf("srun's error shown on Stderr (%q) and in the error: %v", stderr.String(), err)
+	}
 	if _, err := NewSlurm(SlurmConfig{Srun: "/nonexistent/srun"}); err == nil || !strings.Contains(err.Error(), "/nonexistent/srun") {
 		t.Errorf("missing srun: %v", err)
 	}
