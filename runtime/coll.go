@@ -53,6 +53,7 @@ const (
 	tagExscan
 	tagRedScat
 	tagValue
+	tagValueAgree
 )
 
 // collState is a Comm's scratch space, reused by its collectives so the hot

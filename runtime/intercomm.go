@@ -74,7 +74,7 @@ func (c *Comm) intraOnly(op string) error {
 		return err
 	}
 	if c.inter != nil {
-		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), their non-blocking forms, Merge, Free)", ErrIntercomm, op)
+		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), their non-blocking forms, the ...Value collectives, Merge, Free)", ErrIntercomm, op)
 	}
 	return nil
 }

@@ -324,3 +324,35 @@ func TestRecvValueBadPointer(t *testing.T) {
 		})
 	}
 }
+
+// TestScatterValueCountEveryRank: a ScatterValue root with the wrong
+// number of values fails with ErrArg, and so does every other rank
+// (it used to return at once and leave the others waiting for ever).
+func TestScatterValueCountEveryRank(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					root := c.Size() - 1
+					var vals []string
+					if c.Rank() == root {
+						vals = make([]string, c.Size()+1)
+					}
+					if _, err := ScatterValue(c, vals, root); !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), fmt.Sprintf("%d values", n+1)) {
+						return fmt.Errorf("scattervalue with %d values: %v, want ErrArg naming the count", n+1, err)
+					}
+					// The communicator is still usable.
+					if c.Rank() == root {
+						vals = vals[:n]
+						vals[0] = "ok"
+					}
+					got, err := ScatterValue(c, vals, root)
+					if want := map[bool]string{true: "ok"}[c.Rank() == 0]; err != nil || got != want {
+						return fmt.Errorf("scattervalue after the error: %q, %v; want %q", got, err, want)
+					}
+					return nil
+				})
+			})
+		})
+	}
+}
