@@ -78,8 +78,9 @@ const (
 // Undefined as a Split color leaves the caller out of every new communicator.
 const Undefined = -1
 
-// Dup returns a new communicator with the same group and a new context.
-// It is collective over c.
+// Dup returns a new communicator with the same group and a new context
+// (on an intercommunicator, a new intercommunicator between the same
+// groups). It is collective over c.
 func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 
 // Split partitions c: ranks passing the same color form a new communicator,
@@ -87,12 +88,14 @@ func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 // collective over c. Context ids are agreed collectively: the new id is
 // unused by every member (see takeCtx). A color below 0 other than
 // Undefined is ErrArg on every member, naming the rank that passed it.
+// On an intercommunicator the result is an intercommunicator between the
+// local and remote members of the same color (intercomm_split.go).
 func (c *Comm) Split(color, key int) (*Comm, error) {
-	if err := c.intraOnly("Split"); err != nil {
-		return nil, err
-	}
 	if err := c.errUsable(); err != nil {
 		return nil, err
+	}
+	if c.inter != nil {
+		return c.interSplit(color, key)
 	}
 	p := c.p
 	mine := make([]byte, splitEntry)
