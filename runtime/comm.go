@@ -97,14 +97,33 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 	if c.inter != nil {
 		return c.interSplit(color, key)
 	}
+	return c.split(color, key, 0, nil)
+}
+
+// split is Split with a check word that every member must pass alike
+// (Create's hash of its group; else ErrArg naming the first member whose
+// word differs from rank 0's, on every member) and an argument error
+// found locally, returned on every member once the words agree (they
+// then passed the same arguments, so each found the same error).
+func (c *Comm) split(color, key int, check uint64, argErr error) (*Comm, error) {
 	p := c.p
 	mine := make([]byte, splitEntry)
 	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	p.putCtxOffer(mine[16:])
+	binary.LittleEndian.PutUint64(mine[16:], check)
+	p.putCtxOffer(mine[splitOffers:])
 	all, err := c.allgatherBytes(mine, tagSplit)
 	if err != nil {
 		return nil, err
+	}
+	check0 := binary.LittleEndian.Uint64(all[16:])
+	for r := 1; r < len(c.group); r++ {
+		if binary.LittleEndian.Uint64(all[r*splitEntry+16:]) != check0 {
+			return nil, fmt.Errorf("%w: Create: rank %d passed a different group from rank 0's (every rank must pass the same group)", ErrArg, r)
+		}
+	}
+	if argErr != nil {
+		return nil, argErr
 	}
 	type ent struct{ color, key, rank int }
 	var members []ent
@@ -113,7 +132,7 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 		b := all[r*splitEntry:]
 		col := int(int64(binary.LittleEndian.Uint64(b)))
 		k := int(int64(binary.LittleEndian.Uint64(b[8:])))
-		offers[r] = b[16:splitEntry]
+		offers[r] = b[splitOffers:splitEntry]
 		if col < 0 && col != Undefined {
 			// Checked after the exchange, so that every member fails
 			// alike instead of the others waiting for this one.

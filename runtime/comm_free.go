@@ -25,9 +25,13 @@ var ErrFreed = errors.New("mpi: communicator freed")
 // ctxOffers is how many freed ids a rank offers to a Split.
 const ctxOffers = 4
 
-// splitEntry is one rank's contribution to Split: color, key, next
-// never-used id and ctxOffers freed ids (0: none), as 8-byte words.
-const splitEntry = 24 + 8*ctxOffers
+// splitEntry is one rank's contribution to Split: color, key, a check
+// word (Create's group hash), next never-used id and ctxOffers freed ids
+// (0: none), as 8-byte words.
+const (
+	splitOffers = 24
+	splitEntry  = splitOffers + 8 + 8*ctxOffers
+)
 
 // putCtxOffer writes this process's next never-used id and lowest freed
 // ids into b.
