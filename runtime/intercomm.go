@@ -74,7 +74,7 @@ func (c *Comm) intraOnly(op string) error {
 		return err
 	}
 	if c.inter != nil {
-		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), their non-blocking forms, the ...Value collectives, Merge, Free)", ErrIntercomm, op)
+		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), their non-blocking forms, the ...Value collectives, Split, Dup, Create, Merge, Free)", ErrIntercomm, op)
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func (c *Comm) InterCommCreate(localLeader int, peer *Comm, remoteLeader, tag in
 			return nil
 		}
 	}
-	local, remote, err := sw.run(lc.derive(0, c.cctx), localLeader, 0, 0, tagInterCreate)
+	local, remote, err := sw.run(lc.derive(0, c.cctx), localLeader, 0, 0, 0, tagInterCreate)
 	if err != nil {
 		return nil, errors.Join(err, freeQuiet(lc, err))
 	}
@@ -194,7 +194,7 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 	if high {
 		word = 1
 	}
-	local, remote, err := sw.run(lc, 0, word, 0, tagMerge)
+	local, remote, err := sw.run(lc, 0, word, 0, 0, tagMerge)
 	if err != nil {
 		return nil, err
 	}
@@ -306,17 +306,19 @@ func (p *proc) takeInterCtx(local, remote [][]byte) (uint32, error) {
 // --- the leaders' exchange (docs/collectives.md, Intercommunicators) ---
 
 // interEntry is one member's entry: world rank, flag (Merge's high, or
-// Split's color), key (Split's) and its context id offer (comm_free.go,
-// from entryOffers on), as 8-byte little-endian words.
+// Split's color), key (Split's), check word (Create's group hash) and its
+// context id offer (comm_free.go, from entryOffers on), as 8-byte
+// little-endian words.
 const (
-	entryOffers = 24
+	entryOffers = 32
 	interEntry  = entryOffers + 8 + 8*ctxOffers
 )
 
-func entryWorld(e []byte) int { return int(binary.LittleEndian.Uint64(e)) }
-func entryFlag(e []byte) bool { return binary.LittleEndian.Uint64(e[8:]) != 0 }
-func entryWord(e []byte) int  { return int(int64(binary.LittleEndian.Uint64(e[8:]))) }
-func entryKey(e []byte) int   { return int(int64(binary.LittleEndian.Uint64(e[16:]))) }
+func entryWorld(e []byte) int    { return int(binary.LittleEndian.Uint64(e)) }
+func entryFlag(e []byte) bool    { return binary.LittleEndian.Uint64(e[8:]) != 0 }
+func entryWord(e []byte) int     { return int(int64(binary.LittleEndian.Uint64(e[8:]))) }
+func entryKey(e []byte) int      { return int(int64(binary.LittleEndian.Uint64(e[16:]))) }
+func entryCheck(e []byte) uint64 { return binary.LittleEndian.Uint64(e[24:]) }
 
 // swapper is the leaders' part of the exchange; the zero swapper is a
 // non-leader's. pre checks the local entries before the swap (and says
@@ -334,11 +336,12 @@ type swapper struct {
 // entries (or the error that stopped the exchange) to every member. Every
 // member returns the same entries, or an error: a leader's check that
 // failed is every member's error, on both groups when the swap happened.
-func (sw swapper) run(lc *Comm, leader int, word, key int64, tag int) (local, remote [][]byte, err error) {
+func (sw swapper) run(lc *Comm, leader int, word, key int64, check uint64, tag int) (local, remote [][]byte, err error) {
 	mine := make([]byte, interEntry)
 	binary.LittleEndian.PutUint64(mine, uint64(lc.p.rank))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(word))
 	binary.LittleEndian.PutUint64(mine[16:], uint64(key))
+	binary.LittleEndian.PutUint64(mine[24:], check)
 	lc.p.putCtxOffer(mine[entryOffers:])
 	all, err := lc.allgatherBytes(mine, tag)
 	if err != nil {

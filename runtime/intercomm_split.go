@@ -25,6 +25,15 @@ import (
 const tagInterSplit = 44
 
 func (c *Comm) interSplit(color, key int) (*Comm, error) {
+	return c.interSplitCheck(color, key, 0, nil)
+}
+
+// interSplitCheck is interSplit with Create's check word and argument
+// error (see split): the words must agree within each group (the groups
+// pass different ones), else ErrArg naming the local rank that differs
+// from rank 0, relayed to both groups as is argErr (every member of the
+// group found the same one, as they passed the same group).
+func (c *Comm) interSplitCheck(color, key int, check uint64, argErr error) (*Comm, error) {
 	lc := c.inter.local
 	badColor := func(entries [][]byte) (int, int, bool) {
 		for r, e := range entries {
@@ -39,7 +48,12 @@ func (c *Comm) interSplit(color, key int) (*Comm, error) {
 			if r, col, bad := badColor(local); bad {
 				return true, fmt.Errorf("%w: Split: local rank %d passed color %d (want >= 0 or Undefined)", ErrArg, r, col)
 			}
-			return true, nil
+			for r, e := range local {
+				if entryCheck(e) != entryCheck(local[0]) {
+					return true, fmt.Errorf("%w: Create: local rank %d passed a different group from local rank 0's (every member of a group must pass the same group)", ErrArg, r)
+				}
+			}
+			return true, argErr
 		},
 		swap: func(msg []byte) ([]byte, error) {
 			rr := c.irecv(c.collCtx(), nil, 1, 0, tagInterSplit+c.tagOff, true)
@@ -51,7 +65,7 @@ func (c *Comm) interSplit(color, key int) (*Comm, error) {
 	if lc.rank != 0 {
 		sw = swapper{}
 	}
-	local, remote, err := sw.run(lc, 0, int64(color), int64(key), tagInterSplit)
+	local, remote, err := sw.run(lc, 0, int64(color), int64(key), check, tagInterSplit)
 	if err != nil {
 		return nil, err
 	}

@@ -153,3 +153,87 @@ func TestInterCommSplitDup(t *testing.T) {
 		})
 	})
 }
+
+// interCreateCheck: Create on an intercommunicator: each group passes a
+// subgroup of its own (its even world ranks, in reverse), the result
+// joins the two subgroups (nil outside them, or when the other side's is
+// empty); a member passing another group than its group's rank 0, or a
+// group with a non-member, is ErrArg on every member of both groups.
+func interCreateCheck(s interSide) error {
+	evens := func(ws []int) []int {
+		var out []int
+		for _, w := range ws {
+			if w%2 == 0 {
+				out = append(out, w)
+			}
+		}
+		slices.Reverse(out)
+		return out
+	}
+	lg, rg := evens(s.mine), evens(s.other)
+	nc, err := s.ic.Create(Group{lg})
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	if !slices.Contains(lg, s.me) || len(rg) == 0 {
+		if nc != nil {
+			return fmt.Errorf("create: a communicator outside the groups %v / %v", lg, rg)
+		}
+	} else {
+		ga, gb := lg, rg
+		if !s.inA {
+			ga, gb = rg, lg
+		}
+		if nc == nil {
+			return fmt.Errorf("create: nil, want %v / %v", lg, rg)
+		}
+		if err := checkShape(nc, s.inA, ga, gb, s.me); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+		ws, err := AllgatherValue(nc, s.me)
+		if err != nil || !slices.Equal(ws, rg) {
+			return fmt.Errorf("create: allgathervalue %v, %v; want %v", ws, err, rg)
+		}
+		if err := nc.Free(); err != nil {
+			return err
+		}
+	}
+	// B's last local rank passes another group (B has 2 members or more).
+	g := Group{slices.Clone(s.mine)}
+	if bn := len(pick(s, false)); bn > 1 {
+		if !s.inA && s.ic.Rank() == bn-1 {
+			g.world = g.world[:bn-1]
+		}
+		if _, err := s.ic.Create(g); !errors.Is(err, ErrArg) || !s.inA && !strings.Contains(err.Error(), fmt.Sprintf("local rank %d", bn-1)) {
+			return fmt.Errorf("create with another group on B's last rank: %v, want ErrArg naming it", err)
+		}
+	}
+	// A passes a group with a member of B.
+	g = Group{slices.Clone(s.mine)}
+	if s.inA {
+		g.world = append(g.world, s.other[0])
+	}
+	if _, err := s.ic.Create(g); !errors.Is(err, ErrArg) {
+		return fmt.Errorf("create with a remote member in A's group: %v, want ErrArg", err)
+	}
+	return s.ic.Barrier()
+}
+
+func TestInterCommCreate(t *testing.T) {
+	forInterWorlds(t, interSizes, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			ic, inA, ga, gb, err := makeInter(c)
+			if err != nil {
+				return fmt.Errorf("create: %w", err)
+			}
+			s := interSide{ic: ic, inA: inA, me: c.Rank(), mine: ga, other: gb}
+			if !inA {
+				s.mine, s.other = gb, ga
+			}
+			if err := interCreateCheck(s); err != nil {
+				return err
+			}
+			return ic.Free()
+		})
+	})
+}
