@@ -20,11 +20,11 @@ type Comm struct {
 	node  *nodeState  // host layout, learned on first use (coll_node.go)
 	// Non-blocking collectives and contexts (coll_nb.go): tagOff shifts
 	// every collective tag (a clone's private tag space), cctx bounds the
-	// collectives' waits, iseq numbers the non-blocking collectives
-	// started on c and its views (shared with them).
+	// collectives' waits, iseq numbers and counts the non-blocking
+	// collectives started on c and its views (shared with them).
 	tagOff int
 	cctx   context.Context
-	iseq   *atomic.Uint32
+	iseq   *nbState
 	// freed is set by Free (comm_free.go); shared by c, its views and
 	// its sub-communicators. Nil for the world communicator.
 	freed *atomic.Bool

@@ -113,7 +113,9 @@ var freeDrainTimeout = 10 * time.Second
 // (WithContext) and its host sub-communicators returns ErrFreed, messages
 // sent on c that were never received are discarded, and c's context id
 // becomes available to later Splits. It is collective over c: every
-// member calls it once, after completing its operations on c. The world
+// member calls it once, after completing its operations on c, except
+// non-blocking collectives: Free waits for those still running, and their
+// requests complete normally (as MPI's pending operations do). The world
 // communicator cannot be freed. A receive still pending on c (against
 // that rule) ends with ErrFreed rather than never.
 //
@@ -128,6 +130,11 @@ func (c *Comm) Free() error {
 	}
 	if err := c.errUsable(); err != nil {
 		return err
+	}
+	if c.iseq != nil {
+		// Non-blocking collectives still running on c complete first:
+		// every member started them before its Free, so they can.
+		c.iseq.running.Wait()
 	}
 	if c.inter != nil {
 		return c.interFree()

@@ -392,3 +392,45 @@ func TestFreeEndsPendingReceives(t *testing.T) {
 		})
 	})
 }
+
+// TestFreeWithPendingCollectives: non-blocking collectives still running
+// when their communicator is freed complete normally (MPI_Comm_free: "any
+// pending operations that use this communicator will complete
+// normally"), on intra- and intercommunicators; they used to fail with
+// ErrFreed, or leave a rank waiting.
+func TestFreeWithPendingCollectives(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					for i := 0; i < 10; i++ {
+						d, err := c.Dup()
+						if err != nil {
+							return err
+						}
+						out, b := make([]int, 1), []int{c.Rank()}
+						reqs := []*Request{d.Ibarrier(), Iallreduce(d, []int{1}, out, Sum), Ibcast(d, b, n-1)}
+						if err := d.Free(); err != nil {
+							return fmt.Errorf("round %d: free: %w", i, err)
+						}
+						if _, err := WaitAll(bg, reqs...); err != nil || out[0] != n || b[0] != n-1 {
+							return fmt.Errorf("round %d: collectives pending at Free: %v %v, %w", i, out, b, err)
+						}
+					}
+					ic, _, _, _, err := makeInter(c)
+					if err != nil {
+						return err
+					}
+					r := ic.Ibarrier()
+					if err := ic.Free(); err != nil {
+						return fmt.Errorf("intercommunicator free: %w", err)
+					}
+					if _, err := r.Wait(bg); err != nil {
+						return fmt.Errorf("intercommunicator Ibarrier pending at Free: %w", err)
+					}
+					return nil
+				})
+			})
+		})
+	}
+}
