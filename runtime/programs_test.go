@@ -362,6 +362,23 @@ func progPrefix(c *Comm) error {
 	if !slices.Equal(got, acc) {
 		return fmt.Errorf("matrix scan: %v, want %v", got, acc)
 	}
+	// Exscan of the same: rank r gets m(0)...m(r-1); rank 0 keeps its buffer.
+	ex := []int64{-1, -1, -1, -1}
+	if err := Exscan(c, m(r), ex, mul); err != nil {
+		return err
+	}
+	wex := []int64{-1, -1, -1, -1}
+	for q := 0; q < r; q++ {
+		x := m(q)
+		if q == 0 {
+			wex = x
+			continue
+		}
+		wex = []int64{wex[0]*x[0] + wex[1]*x[2], wex[0]*x[1] + wex[1]*x[3], wex[2]*x[0] + wex[3]*x[2], wex[2]*x[1] + wex[3]*x[3]}
+	}
+	if !slices.Equal(ex, wex) {
+		return fmt.Errorf("matrix exscan: %v, wex %v", ex, wex)
+	}
 	return nil
 }
 
