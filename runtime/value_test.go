@@ -270,7 +270,8 @@ func TestValueCodecErrorsEveryRank(t *testing.T) {
 func (square) ptr() *square { return &square{1} }
 
 // A value message from a peer never panics the receiver, whatever its
-// bytes: it decodes or returns an error wrapping ErrCodec.
+// bytes: it decodes or returns an error wrapping ErrCodec (ErrArg for a
+// relayed argument error, frame valArg).
 func FuzzValueDecode(f *testing.F) {
 	c := &Comm{p: &proc{cfg: Config{Codec: gobCodec{}}}}
 	for _, v := range []any{42, "s", circle{2}, []shape{circle{1}, &square{2}}, map[string]int{"a": 1}} {
@@ -281,12 +282,20 @@ func FuzzValueDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{valFailed, 'x'})
+	f.Add([]byte{valArg, 'x'})
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		var s shape
 		var m map[string]int
 		var x any
 		for _, p := range []any{&s, &m, &x} {
-			if err := c.decodeValue(msg, 1, p); err != nil && !errors.Is(err, ErrCodec) {
+			err := c.decodeValue(msg, 1, p)
+			if len(msg) > 0 && msg[0] == valArg {
+				if !errors.Is(err, ErrArg) {
+					t.Fatalf("argument error frame: %v does not wrap ErrArg", err)
+				}
+				continue
+			}
+			if err != nil && !errors.Is(err, ErrCodec) {
 				t.Fatalf("%T: %v does not wrap ErrCodec", p, err)
 			}
 		}
