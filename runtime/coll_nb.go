@@ -32,11 +32,14 @@ const (
 )
 
 // nbState numbers the non-blocking collectives started on a communicator
-// and its views, and counts those still running, which Free waits for
-// (MPI_Comm_free lets pending operations complete normally).
+// and its views, counts those still running, which Free waits for
+// (MPI_Comm_free lets pending operations complete normally), and records
+// whether one failed (then the other members' copies may never complete,
+// so Free does not wait).
 type nbState struct {
 	seq     atomic.Uint32
 	running sync.WaitGroup
+	failed  atomic.Bool
 }
 
 // seq is c's non-blocking collective state, shared with its views.
@@ -106,6 +109,9 @@ func (c *Comm) start(f func(nc *Comm) error) *Request {
 	return Go(func() (Status, error) {
 		defer st.running.Done()
 		err := f(nc)
+		if err != nil {
+			st.failed.Store(true)
+		}
 		sc := nc.coll.scratch
 		nc.coll = collState{}
 		if err == nil {

@@ -434,3 +434,44 @@ func TestFreeWithPendingCollectives(t *testing.T) {
 		})
 	}
 }
+
+// TestFreeAfterFailedCollective: when a member's non-blocking collective
+// failed (its context ended) before Free, the others' copies of it may
+// never complete; Free must still return on every member and end them
+// (ErrFreed), not wait for them.
+func TestFreeAfterFailedCollective(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					d, err := c.Dup()
+					if err != nil {
+						return err
+					}
+					v := d
+					if c.Rank() == 0 {
+						ctx, cancel := context.WithCancel(context.Background())
+						cancel()
+						v = d.WithContext(ctx)
+					}
+					out := make([]int, 1<<10)
+					r := Iallreduce(v, make([]int, 1<<10), out, Sum)
+					if c.Rank() == 0 {
+						// It fails, unless it completed before looking at
+						// its context.
+						if _, err := r.Wait(bg); err != nil && !errors.Is(err, context.Canceled) {
+							return fmt.Errorf("cancelled collective: %v", err)
+						}
+					}
+					if err := d.Free(); err != nil {
+						return fmt.Errorf("free: %w", err)
+					}
+					if _, err := r.Wait(bg); err != nil && !errors.Is(err, ErrFreed) && !errors.Is(err, context.Canceled) {
+						return fmt.Errorf("collective left behind: %v, want success or ErrFreed", err)
+					}
+					return nil
+				})
+			})
+		})
+	}
+}

@@ -221,18 +221,23 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 }
 
 // interFree is Free of an intercommunicator: every local member tells
-// every remote one that it is done (after its last message), drains the
+// every remote one that it is done (after its last message), waits for
+// its running non-blocking collectives (see freeExchange), drains the
 // contexts, frees the local duplicate and releases the id.
 func (c *Comm) interFree() error {
-	n := len(c.group)
-	reqs := make([]*Request, 0, 2*n)
-	for r := 0; r < n; r++ {
-		reqs = append(reqs, c.cirecv(nil, 1, r, tagFree))
+	// The flags go to the remote group and, for the collectives' steps
+	// within a group, to the local one.
+	mine := c.nbFailed()
+	failed, err := c.flagExchange(mine)
+	if err == nil {
+		var lf bool
+		lf, err = c.inter.local.flagExchange(mine)
+		failed = failed || lf
 	}
-	for r := 0; r < n; r++ {
-		reqs = append(reqs, c.cisend(nil, r, tagFree))
+	if err == nil {
+		c.waitRunning(failed)
+		err = c.drain(c.ctx)
 	}
-	err := c.waitReqs(reqs...)
 	if err == nil {
 		err = c.drain(c.ctx)
 	}
