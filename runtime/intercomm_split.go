@@ -72,9 +72,6 @@ func (c *Comm) interSplitCheck(color, key int, check uint64, argErr error) (*Com
 	if len(remote) != len(c.group) || len(local) != len(lc.group) {
 		return nil, fmt.Errorf("%w: Split: the groups' sizes disagree with the intercommunicator", ErrArg)
 	}
-	if r, col, bad := badColor(remote); bad { // the remote leader's pre relayed it too
-		return nil, fmt.Errorf("%w: Split: remote rank %d passed color %d (want >= 0 or Undefined)", ErrArg, r, col)
-	}
 	id, err := c.p.takeInterCtx(local, remote)
 	if err != nil {
 		return nil, err
