@@ -53,6 +53,7 @@ const (
 	tagExscan
 	tagRedScat
 	tagValue
+	tagValueAgree
 )
 
 // collState is a Comm's scratch space, reused by its collectives so the hot
@@ -118,8 +119,14 @@ func (c *Comm) csend(b []byte, dst, tag int) error {
 	return err
 }
 
+// direct says whether c's collective receives may take the direct path
+// (recvdirect.go), which nothing but the message ends: not on a view with
+// a context, nor in a non-blocking collective (tagOff set), which Free
+// must be able to end (failContexts) when it is left behind.
+func (c *Comm) direct() bool { return c.cctx == nil && c.tagOff == 0 }
+
 func (c *Comm) crecv(b []byte, src, tag int) error {
-	if c.cctx == nil {
+	if c.direct() {
 		_, err := c.recvWait(c.collCtx(), b, 1, src, tag+c.tagOff)
 		return err
 	}
@@ -129,7 +136,7 @@ func (c *Comm) crecv(b []byte, src, tag int) error {
 
 // csendrecv sends sb to dst while receiving rb from src.
 func (c *Comm) csendrecv(sb []byte, dst int, rb []byte, src, tag int) error {
-	if c.cctx == nil {
+	if c.direct() {
 		_, err := c.sendRecvWait(c.collCtx(), sb, dst, tag+c.tagOff, rb, 1, src, tag+c.tagOff)
 		return err
 	}

@@ -31,10 +31,21 @@ const (
 	seqSpace  = 1 << 24
 )
 
-// seq is c's counter of non-blocking collectives, shared with its views.
-func (c *Comm) seq() *atomic.Uint32 {
+// nbState numbers the non-blocking collectives started on a communicator
+// and its views, counts those still running, which Free waits for
+// (MPI_Comm_free lets pending operations complete normally), and records
+// whether one failed (then the other members' copies may never complete,
+// so Free does not wait).
+type nbState struct {
+	seq     atomic.Uint32
+	running sync.WaitGroup
+	failed  atomic.Bool
+}
+
+// seq is c's non-blocking collective state, shared with its views.
+func (c *Comm) seq() *nbState {
 	if c.iseq == nil {
-		c.iseq = new(atomic.Uint32)
+		c.iseq = new(nbState)
 	}
 	return c.iseq
 }
@@ -87,14 +98,20 @@ var recycleScratch = func(sc *[2][]uint64) { scratchPool.Put(sc) }
 // start runs f on a clone of c with the next non-blocking tag space, on
 // its own goroutine, and returns the request f's completion completes.
 func (c *Comm) start(f func(nc *Comm) error) *Request {
-	s := c.seq().Add(1)
+	st := c.seq()
+	s := st.seq.Add(1)
+	st.running.Add(1)
 	off := tagStride * (1 + int(s%seqSpace))
 	nc := c.derive(off, c.cctx)
 	if sc, ok := scratchPool.Get().(*[2][]uint64); ok {
 		nc.coll.scratch = *sc
 	}
 	return Go(func() (Status, error) {
+		defer st.running.Done()
 		err := f(nc)
+		if err != nil {
+			st.failed.Store(true)
+		}
 		sc := nc.coll.scratch
 		nc.coll = collState{}
 		if err == nil {

@@ -29,23 +29,55 @@ func decodeAs[T any](c *Comm, msg []byte, from int) (T, error) {
 }
 
 // agree ends a value collective: cerr is this rank's codec error (or
-// nil). Every rank learns the highest rank whose codec failed; ranks
-// whose own codec did not fail return an error naming it.
+// argument error, see scatterFailed; or nil). Every rank learns the
+// highest rank that failed; ranks that did not fail return an error
+// naming it (wrapping ErrArg or ErrCodec, as that rank's).
 func (c *Comm) agree(cerr error) error {
-	in, out := []int64{0}, []int64{0}
-	if cerr != nil {
-		in[0] = int64(c.rank) + 1
+	if c.inter != nil {
+		return c.interAgree(cerr)
 	}
+	in, out := []int64{failCode(c.rank, cerr)}, []int64{0}
 	if err := Allreduce(c, in, out, Max); err != nil {
 		return errors.Join(cerr, err)
 	}
 	if cerr != nil {
 		return cerr
 	}
-	if out[0] > 0 {
-		return fmt.Errorf("%w: on rank %d", ErrCodec, out[0]-1)
+	return failErr(out[0], "")
+}
+
+// failCode is a rank's word in the agreement: 0 if it did not fail, else
+// 2*(rank+1), plus 1 for an argument error.
+func failCode(rank int, err error) int64 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, ErrArg):
+		return 2*int64(rank+1) + 1
 	}
-	return nil
+	return 2 * int64(rank+1)
+}
+
+// failErr is the error of a non-failing rank when the highest failure's
+// code is code (nil for 0); where qualifies the rank ("local ", "remote ").
+func failErr(code int64, where string) error {
+	switch {
+	case code == 0:
+		return nil
+	case code&1 == 1:
+		return fmt.Errorf("%w: the value collective failed on %srank %d", ErrArg, where, code/2-1)
+	}
+	return fmt.Errorf("%w: on %srank %d", ErrCodec, where, code/2-1)
+}
+
+// self is this rank's index among the ranks a value collective's results
+// are indexed by: its rank, or -1 on an intercommunicator (the results
+// come from the remote group).
+func (c *Comm) self() int {
+	if c.inter != nil {
+		return -1
+	}
+	return c.rank
 }
 
 // keep records the first codec error.
@@ -65,41 +97,28 @@ func (c *Comm) crecvAlloc(src, tag int) ([]byte, error) {
 }
 
 // BcastValue sets *v on every rank to root's *v, along a binomial tree of
-// the encoded value.
+// the encoded value. On an intercommunicator root is Root on the root,
+// ProcNull on the rest of its group (whose *v is left alone) and the
+// root's rank in the other group, whose members receive the value.
 func BcastValue[T any](c *Comm, v *T, root int) error {
-	if err := c.intraOnly("BcastValue"); err != nil {
-		return err
-	}
-	if err := c.checkRoot(root); err != nil {
+	if err := c.errUsable(); err != nil {
 		return err
 	}
 	if v == nil {
 		return fmt.Errorf("%w: nil value pointer", ErrArg)
 	}
-	n := len(c.group)
-	rel := mod(c.rank-root, n)
+	if c.inter != nil {
+		return interBcastValue(c, v, root)
+	}
+	if err := c.checkRoot(root); err != nil {
+		return err
+	}
 	var data []byte
 	var cerr, err error
 	if c.rank == root {
 		data, cerr = c.valueOf(v)
 	}
-	mask := 1
-	for mask < n {
-		if rel&mask != 0 {
-			if data, err = c.crecvAlloc((rel-mask+root)%n, tagValue); err != nil {
-				return err
-			}
-			break
-		}
-		mask <<= 1
-	}
-	reqs := c.startReqs()
-	for mask >>= 1; mask > 0; mask >>= 1 {
-		if rel+mask < n {
-			reqs = append(reqs, c.isend(c.collCtx(), data, (rel+mask+root)%n, tagValue))
-		}
-	}
-	if err := c.finishReqs(reqs); err != nil {
+	if data, err = c.bcastEncoded(data, root); err != nil {
 		return err
 	}
 	if c.rank != root {
@@ -112,14 +131,41 @@ func BcastValue[T any](c *Comm, v *T, root int) error {
 	return c.agree(cerr)
 }
 
+// bcastEncoded broadcasts root's data (of a length only root knows) along
+// a binomial tree and returns it on every rank.
+func (c *Comm) bcastEncoded(data []byte, root int) ([]byte, error) {
+	n := len(c.group)
+	rel := mod(c.rank-root, n)
+	mask := 1
+	var err error
+	for mask < n {
+		if rel&mask != 0 {
+			if data, err = c.crecvAlloc((rel-mask+root)%n, tagValue); err != nil {
+				return nil, err
+			}
+			break
+		}
+		mask <<= 1
+	}
+	reqs := c.startReqs()
+	for mask >>= 1; mask > 0; mask >>= 1 {
+		if rel+mask < n {
+			reqs = append(reqs, c.cisend(data, (rel+mask+root)%n, tagValue))
+		}
+	}
+	return data, c.finishReqs(reqs)
+}
+
 // ScatterValue gives vals[i] of root (len(vals) == Size(); ignored
 // elsewhere) to rank i.
 func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
-	if err := c.intraOnly("ScatterValue"); err != nil {
-		var zero T
+	var zero T
+	if err := c.errUsable(); err != nil {
 		return zero, err
 	}
-	var zero T
+	if c.inter != nil {
+		return interScatterValue(c, vals, root)
+	}
 	if err := c.checkRoot(root); err != nil {
 		return zero, err
 	}
@@ -133,7 +179,7 @@ func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
 		return x, c.agree(cerr)
 	}
 	if len(vals) != n {
-		return zero, fmt.Errorf("%w: scatter: %d values for %d ranks", ErrArg, len(vals), n)
+		return zero, c.scatterFailed(len(vals))
 	}
 	reqs := c.startReqs()
 	var cerr error
@@ -141,7 +187,7 @@ func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
 		if i != root {
 			b, err := c.valueOf(&vals[i])
 			keep(&cerr, err)
-			reqs = append(reqs, c.isend(c.collCtx(), b, i, tagValue))
+			reqs = append(reqs, c.cisend(b, i, tagValue))
 		}
 	}
 	if err := c.finishReqs(reqs); err != nil {
@@ -153,8 +199,11 @@ func ScatterValue[T any](c *Comm, vals []T, root int) (T, error) {
 // GatherValue returns, at root, every rank's v in rank order (nil
 // elsewhere).
 func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
-	if err := c.intraOnly("GatherValue"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return nil, err
+	}
+	if c.inter != nil {
+		return interGatherValue(c, v, root)
 	}
 	if err := c.checkRoot(root); err != nil {
 		return nil, err
@@ -170,7 +219,7 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 	reqs := make([]*Request, n)
 	for i := range reqs {
 		if i != root {
-			reqs[i] = c.irecv(c.collCtx(), nil, 1, i, tagValue, true)
+			reqs[i] = c.irecv(c.collCtx(), nil, 1, i, tagValue+c.tagOff, true)
 		}
 	}
 	if err := c.waitReqs(reqs...); err != nil {
@@ -197,10 +246,10 @@ func GatherValue[T any](c *Comm, v T, root int) ([]T, error) {
 // Allgather of the encoded lengths, then an Allgatherv (ring) of the
 // encodings.
 func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
-	if err := c.intraOnly("AllgatherValue"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return nil, err
 	}
-	n := len(c.group)
+	n := len(c.group) // the remote group's size on an intercommunicator
 	b, cerr := c.valueOf(&v)
 	lens := make([]int64, n)
 	if err := Allgather(c, []int64{int64(len(b))}, lens); err != nil {
@@ -218,7 +267,7 @@ func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
 	}
 	out := make([]T, n)
 	for i := range out {
-		if i == c.rank {
+		if i == c.self() {
 			out[i] = v
 			continue
 		}
@@ -235,32 +284,36 @@ func AllgatherValue[T any](c *Comm, v T) ([]T, error) {
 // AlltoallValue sends vals[i] (len(vals) == Size()) to rank i and returns
 // the values received, indexed by sender.
 func AlltoallValue[T any](c *Comm, vals []T) ([]T, error) {
-	if err := c.intraOnly("AlltoallValue"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return nil, err
 	}
-	n, r := len(c.group), c.rank
+	n, r, self := len(c.group), c.rank, c.self()
 	if len(vals) != n {
 		return nil, fmt.Errorf("%w: alltoall: %d values for %d ranks", ErrArg, len(vals), n)
 	}
 	reqs := make([]*Request, 2*n)
-	for s := 1; s < n; s++ {
-		src := mod(r-s, n)
-		reqs[src] = c.irecv(c.collCtx(), nil, 1, src, tagValue, true)
+	for s := 0; s < n; s++ {
+		if src := mod(r-s, n); src != self {
+			reqs[src] = c.irecv(c.collCtx(), nil, 1, src, tagValue+c.tagOff, true)
+		}
 	}
 	var cerr error
-	for s := 1; s < n; s++ {
-		dst := (r + s) % n
-		b, err := c.valueOf(&vals[dst])
-		keep(&cerr, err)
-		reqs[n+dst] = c.isend(c.collCtx(), b, dst, tagValue)
+	for s := 0; s < n; s++ {
+		if dst := (r + s) % n; dst != self {
+			b, err := c.valueOf(&vals[dst])
+			keep(&cerr, err)
+			reqs[n+dst] = c.cisend(b, dst, tagValue)
+		}
 	}
 	if err := c.waitReqs(reqs...); err != nil {
 		return nil, err
 	}
 	out := make([]T, n)
-	out[r] = vals[r]
+	if self >= 0 {
+		out[r] = vals[r]
+	}
 	for i := 0; i < n; i++ {
-		if i != r {
+		if i != self {
 			x, err := decodeAs[T](c, reqs[i].data, i)
 			keep(&cerr, err)
 			out[i] = x
@@ -277,16 +330,12 @@ func AlltoallValue[T any](c *Comm, vals []T) ([]T, error) {
 // get the zero T. The values are gathered at root, so this suits small
 // values; use Reduce for numeric arrays.
 func ReduceValue[T any](c *Comm, v T, f func(a, b T) T, root int) (T, error) {
-	if err := c.intraOnly("ReduceValue"); err != nil {
-		var zero T
-		return zero, err
-	}
 	var zero T
 	if f == nil {
 		return zero, fmt.Errorf("%w: nil reduction function", ErrArg)
 	}
 	all, err := GatherValue(c, v, root)
-	if err != nil || c.rank != root {
+	if err != nil || all == nil { // not the root
 		return zero, err
 	}
 	acc := all[0]
@@ -299,10 +348,6 @@ func ReduceValue[T any](c *Comm, v T, f func(a, b T) T, root int) (T, error) {
 // AllreduceValue is ReduceValue with the result on every rank (an
 // AllgatherValue and the same fold everywhere).
 func AllreduceValue[T any](c *Comm, v T, f func(a, b T) T) (T, error) {
-	if err := c.intraOnly("AllreduceValue"); err != nil {
-		var zero T
-		return zero, err
-	}
 	var zero T
 	if f == nil {
 		return zero, fmt.Errorf("%w: nil reduction function", ErrArg)

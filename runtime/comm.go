@@ -20,11 +20,11 @@ type Comm struct {
 	node  *nodeState  // host layout, learned on first use (coll_node.go)
 	// Non-blocking collectives and contexts (coll_nb.go): tagOff shifts
 	// every collective tag (a clone's private tag space), cctx bounds the
-	// collectives' waits, iseq numbers the non-blocking collectives
-	// started on c and its views (shared with them).
+	// collectives' waits, iseq numbers and counts the non-blocking
+	// collectives started on c and its views (shared with them).
 	tagOff int
 	cctx   context.Context
-	iseq   *atomic.Uint32
+	iseq   *nbState
 	// freed is set by Free (comm_free.go); shared by c, its views and
 	// its sub-communicators. Nil for the world communicator.
 	freed *atomic.Bool
@@ -78,8 +78,9 @@ const (
 // Undefined as a Split color leaves the caller out of every new communicator.
 const Undefined = -1
 
-// Dup returns a new communicator with the same group and a new context.
-// It is collective over c.
+// Dup returns a new communicator with the same group and a new context
+// (on an intercommunicator, a new intercommunicator between the same
+// groups). It is collective over c.
 func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 
 // Split partitions c: ranks passing the same color form a new communicator,
@@ -87,21 +88,42 @@ func (c *Comm) Dup() (*Comm, error) { return c.Split(0, c.rank) }
 // collective over c. Context ids are agreed collectively: the new id is
 // unused by every member (see takeCtx). A color below 0 other than
 // Undefined is ErrArg on every member, naming the rank that passed it.
+// On an intercommunicator the result is an intercommunicator between the
+// local and remote members of the same color (intercomm_split.go).
 func (c *Comm) Split(color, key int) (*Comm, error) {
-	if err := c.intraOnly("Split"); err != nil {
-		return nil, err
-	}
 	if err := c.errUsable(); err != nil {
 		return nil, err
 	}
+	if c.inter != nil {
+		return c.interSplit(color, key)
+	}
+	return c.split(color, key, 0, nil)
+}
+
+// split is Split with a check word that every member must pass alike
+// (Create's hash of its group; else ErrArg naming the first member whose
+// word differs from rank 0's, on every member) and an argument error
+// found locally, returned on every member once the words agree (they
+// then passed the same arguments, so each found the same error).
+func (c *Comm) split(color, key int, check uint64, argErr error) (*Comm, error) {
 	p := c.p
 	mine := make([]byte, splitEntry)
 	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
 	binary.LittleEndian.PutUint64(mine[8:], uint64(int64(key)))
-	p.putCtxOffer(mine[16:])
+	binary.LittleEndian.PutUint64(mine[16:], check)
+	p.putCtxOffer(mine[splitOffers:])
 	all, err := c.allgatherBytes(mine, tagSplit)
 	if err != nil {
 		return nil, err
+	}
+	check0 := binary.LittleEndian.Uint64(all[16:])
+	for r := 1; r < len(c.group); r++ {
+		if binary.LittleEndian.Uint64(all[r*splitEntry+16:]) != check0 {
+			return nil, fmt.Errorf("%w: Create: rank %d passed a different group from rank 0's (every rank must pass the same group)", ErrArg, r)
+		}
+	}
+	if argErr != nil {
+		return nil, argErr
 	}
 	type ent struct{ color, key, rank int }
 	var members []ent
@@ -110,7 +132,7 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 		b := all[r*splitEntry:]
 		col := int(int64(binary.LittleEndian.Uint64(b)))
 		k := int(int64(binary.LittleEndian.Uint64(b[8:])))
-		offers[r] = b[16:splitEntry]
+		offers[r] = b[splitOffers:splitEntry]
 		if col < 0 && col != Undefined {
 			// Checked after the exchange, so that every member fails
 			// alike instead of the others waiting for this one.

@@ -25,9 +25,13 @@ var ErrFreed = errors.New("mpi: communicator freed")
 // ctxOffers is how many freed ids a rank offers to a Split.
 const ctxOffers = 4
 
-// splitEntry is one rank's contribution to Split: color, key, next
-// never-used id and ctxOffers freed ids (0: none), as 8-byte words.
-const splitEntry = 24 + 8*ctxOffers
+// splitEntry is one rank's contribution to Split: color, key, a check
+// word (Create's group hash), next never-used id and ctxOffers freed ids
+// (0: none), as 8-byte words.
+const (
+	splitOffers = 24
+	splitEntry  = splitOffers + 8 + 8*ctxOffers
+)
 
 // putCtxOffer writes this process's next never-used id and lowest freed
 // ids into b.
@@ -109,7 +113,10 @@ var freeDrainTimeout = 10 * time.Second
 // (WithContext) and its host sub-communicators returns ErrFreed, messages
 // sent on c that were never received are discarded, and c's context id
 // becomes available to later Splits. It is collective over c: every
-// member calls it once, after completing its operations on c. The world
+// member calls it once, after completing its operations on c, except
+// non-blocking collectives: Free waits for those still running, and their
+// requests complete normally (as MPI's pending operations do), unless one
+// failed on some member before Free: then it ends them with ErrFreed. The world
 // communicator cannot be freed. A receive still pending on c (against
 // that rule) ends with ErrFreed rather than never.
 //
@@ -153,24 +160,56 @@ func (c *Comm) contexts() []uint32 {
 	return ids
 }
 
-// freeExchange sends a zero-byte message to every other member and
-// receives one from each, then discards whatever else c's contexts hold.
-func (c *Comm) freeExchange() error {
-	n := len(c.group)
+// nbFailed is this member's flag in Free's exchange: 1 if a non-blocking
+// collective on c failed here.
+func (c *Comm) nbFailed() byte {
+	if c.iseq != nil && c.iseq.failed.Load() {
+		return 1
+	}
+	return 0
+}
+
+// flagExchange sends mine to every other member of c (every remote member
+// on an intercommunicator) and receives theirs; it says whether any
+// flag, mine included, is set. Sent after this member's last message of
+// its own on c, so that nothing it sent before can arrive after the
+// receiver has drained c.
+func (c *Comm) flagExchange(mine byte) (bool, error) {
+	n, self := len(c.group), c.self()
+	got := make([]byte, n)
 	reqs := make([]*Request, 0, 2*n)
 	for r := 0; r < n; r++ {
-		if r != c.rank {
-			reqs = append(reqs, c.cirecv(nil, 1, r, tagFree))
+		if r != self {
+			reqs = append(reqs, c.cirecv(got[r:r+1], 1, r, tagFree))
 		}
 	}
 	for r := 0; r < n; r++ {
-		if r != c.rank {
-			reqs = append(reqs, c.cisend(nil, r, tagFree))
+		if r != self {
+			reqs = append(reqs, c.cisend([]byte{mine}, r, tagFree))
 		}
 	}
-	if err := c.waitReqs(reqs...); err != nil {
+	err := c.waitReqs(reqs...)
+	return mine != 0 || slices.Contains(got, 1), err
+}
+
+// waitRunning waits for the non-blocking collectives still running on c:
+// every member started them before its Free, so they complete, unless
+// one failed somewhere (failed, from the exchange): then Free ends them.
+func (c *Comm) waitRunning(failed bool) {
+	if !failed && c.iseq != nil {
+		c.iseq.running.Wait()
+	}
+}
+
+// freeExchange exchanges the flags with every other member, waits for the
+// running non-blocking collectives, then discards whatever else c's
+// contexts hold.
+func (c *Comm) freeExchange() error {
+	failed, err := c.flagExchange(c.nbFailed())
+	if err != nil {
 		return err
 	}
+	c.waitRunning(failed)
 	subs := []*Comm{c}
 	if ns := c.node; ns != nil {
 		subs = append(subs, ns.node, ns.leader, ns.lane)

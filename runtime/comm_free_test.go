@@ -392,3 +392,86 @@ func TestFreeEndsPendingReceives(t *testing.T) {
 		})
 	})
 }
+
+// TestFreeWithPendingCollectives: non-blocking collectives still running
+// when their communicator is freed complete normally (MPI_Comm_free: "any
+// pending operations that use this communicator will complete
+// normally"), on intra- and intercommunicators; they used to fail with
+// ErrFreed, or leave a rank waiting.
+func TestFreeWithPendingCollectives(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					for i := 0; i < 10; i++ {
+						d, err := c.Dup()
+						if err != nil {
+							return err
+						}
+						out, b := make([]int, 1), []int{c.Rank()}
+						reqs := []*Request{d.Ibarrier(), Iallreduce(d, []int{1}, out, Sum), Ibcast(d, b, n-1)}
+						if err := d.Free(); err != nil {
+							return fmt.Errorf("round %d: free: %w", i, err)
+						}
+						if _, err := WaitAll(bg, reqs...); err != nil || out[0] != n || b[0] != n-1 {
+							return fmt.Errorf("round %d: collectives pending at Free: %v %v, %w", i, out, b, err)
+						}
+					}
+					ic, _, _, _, err := makeInter(c)
+					if err != nil {
+						return err
+					}
+					r := ic.Ibarrier()
+					if err := ic.Free(); err != nil {
+						return fmt.Errorf("intercommunicator free: %w", err)
+					}
+					if _, err := r.Wait(bg); err != nil {
+						return fmt.Errorf("intercommunicator Ibarrier pending at Free: %w", err)
+					}
+					return nil
+				})
+			})
+		})
+	}
+}
+
+// TestFreeAfterFailedCollective: when a member's non-blocking collective
+// failed (its context ended) before Free, the others' copies of it may
+// never complete; Free must still return on every member and end them
+// (ErrFreed), not wait for them.
+func TestFreeAfterFailedCollective(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					d, err := c.Dup()
+					if err != nil {
+						return err
+					}
+					v := d
+					if c.Rank() == 0 {
+						ctx, cancel := context.WithCancel(context.Background())
+						cancel()
+						v = d.WithContext(ctx)
+					}
+					out := make([]int, 1<<10)
+					r := Iallreduce(v, make([]int, 1<<10), out, Sum)
+					if c.Rank() == 0 {
+						// It fails, unless it completed before looking at
+						// its context.
+						if _, err := r.Wait(bg); err != nil && !errors.Is(err, context.Canceled) {
+							return fmt.Errorf("cancelled collective: %v", err)
+						}
+					}
+					if err := d.Free(); err != nil {
+						return fmt.Errorf("free: %w", err)
+					}
+					if _, err := r.Wait(bg); err != nil && !errors.Is(err, ErrFreed) && !errors.Is(err, context.Canceled) {
+						return fmt.Errorf("collective left behind: %v, want success or ErrFreed", err)
+					}
+					return nil
+				})
+			})
+		})
+	}
+}

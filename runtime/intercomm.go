@@ -74,7 +74,7 @@ func (c *Comm) intraOnly(op string) error {
 		return err
 	}
 	if c.inter != nil {
-		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), their non-blocking forms, Merge, Free)", ErrIntercomm, op)
+		return fmt.Errorf("%w: %s (provided: point-to-point, Barrier, Bcast, Reduce, Allreduce, Gather(v), Scatter(v), Allgather(v), Alltoall(v), ReduceScatter(Block), their non-blocking forms, the ...Value collectives, Split, Dup, Create, Merge, Free)", ErrIntercomm, op)
 	}
 	return nil
 }
@@ -136,7 +136,7 @@ func (c *Comm) InterCommCreate(localLeader int, peer *Comm, remoteLeader, tag in
 			return nil
 		}
 	}
-	local, remote, err := sw.run(lc.derive(0, c.cctx), localLeader, false, tagInterCreate)
+	local, remote, err := sw.run(lc.derive(0, c.cctx), localLeader, 0, 0, 0, tagInterCreate)
 	if err != nil {
 		return nil, errors.Join(err, freeQuiet(lc, err))
 	}
@@ -190,7 +190,11 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 	if lc.rank != 0 {
 		sw = swapper{}
 	}
-	local, remote, err := sw.run(lc, 0, high, tagMerge)
+	var word int64
+	if high {
+		word = 1
+	}
+	local, remote, err := sw.run(lc, 0, word, 0, 0, tagMerge)
 	if err != nil {
 		return nil, err
 	}
@@ -217,18 +221,23 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 }
 
 // interFree is Free of an intercommunicator: every local member tells
-// every remote one that it is done (after its last message), drains the
+// every remote one that it is done (after its last message), waits for
+// its running non-blocking collectives (see freeExchange), drains the
 // contexts, frees the local duplicate and releases the id.
 func (c *Comm) interFree() error {
-	n := len(c.group)
-	reqs := make([]*Request, 0, 2*n)
-	for r := 0; r < n; r++ {
-		reqs = append(reqs, c.cirecv(nil, 1, r, tagFree))
+	// The flags go to the remote group and, for the collectives' steps
+	// within a group, to the local one.
+	mine := c.nbFailed()
+	failed, err := c.flagExchange(mine)
+	if err == nil {
+		var lf bool
+		lf, err = c.inter.local.flagExchange(mine)
+		failed = failed || lf
 	}
-	for r := 0; r < n; r++ {
-		reqs = append(reqs, c.cisend(nil, r, tagFree))
+	if err == nil {
+		c.waitRunning(failed)
+		err = c.drain(c.ctx)
 	}
-	err := c.waitReqs(reqs...)
 	if err == nil {
 		err = c.drain(c.ctx)
 	}
@@ -290,7 +299,7 @@ func checkPeer(c, peer *Comm, remoteLeader int) error {
 func (p *proc) takeInterCtx(local, remote [][]byte) (uint32, error) {
 	offers := make([][]byte, 0, len(local)+len(remote))
 	for _, e := range slices.Concat(local, remote) {
-		offers = append(offers, e[16:])
+		offers = append(offers, e[entryOffers:])
 	}
 	id := p.takeCtx(offers)
 	if id >= ctxDerived>>1 {
@@ -301,12 +310,20 @@ func (p *proc) takeInterCtx(local, remote [][]byte) (uint32, error) {
 
 // --- the leaders' exchange (docs/collectives.md, Intercommunicators) ---
 
-// interEntry is one member's entry: world rank, flag (Merge's high) and
-// its context id offer (comm_free.go), as 8-byte little-endian words.
-const interEntry = 16 + 8 + 8*ctxOffers
+// interEntry is one member's entry: world rank, flag (Merge's high, or
+// Split's color), key (Split's), check word (Create's group hash) and its
+// context id offer (comm_free.go, from entryOffers on), as 8-byte
+// little-endian words.
+const (
+	entryOffers = 32
+	interEntry  = entryOffers + 8 + 8*ctxOffers
+)
 
-func entryWorld(e []byte) int { return int(binary.LittleEndian.Uint64(e)) }
-func entryFlag(e []byte) bool { return binary.LittleEndian.Uint64(e[8:]) != 0 }
+func entryWorld(e []byte) int    { return int(binary.LittleEndian.Uint64(e)) }
+func entryFlag(e []byte) bool    { return binary.LittleEndian.Uint64(e[8:]) != 0 }
+func entryWord(e []byte) int     { return int(int64(binary.LittleEndian.Uint64(e[8:]))) }
+func entryKey(e []byte) int      { return int(int64(binary.LittleEndian.Uint64(e[16:]))) }
+func entryCheck(e []byte) uint64 { return binary.LittleEndian.Uint64(e[24:]) }
 
 // swapper is the leaders' part of the exchange; the zero swapper is a
 // non-leader's. pre checks the local entries before the swap (and says
@@ -324,13 +341,13 @@ type swapper struct {
 // entries (or the error that stopped the exchange) to every member. Every
 // member returns the same entries, or an error: a leader's check that
 // failed is every member's error, on both groups when the swap happened.
-func (sw swapper) run(lc *Comm, leader int, flag bool, tag int) (local, remote [][]byte, err error) {
+func (sw swapper) run(lc *Comm, leader int, word, key int64, check uint64, tag int) (local, remote [][]byte, err error) {
 	mine := make([]byte, interEntry)
 	binary.LittleEndian.PutUint64(mine, uint64(lc.p.rank))
-	if flag {
-		mine[8] = 1
-	}
-	lc.p.putCtxOffer(mine[16:])
+	binary.LittleEndian.PutUint64(mine[8:], uint64(word))
+	binary.LittleEndian.PutUint64(mine[16:], uint64(key))
+	binary.LittleEndian.PutUint64(mine[24:], check)
+	lc.p.putCtxOffer(mine[entryOffers:])
 	all, err := lc.allgatherBytes(mine, tag)
 	if err != nil {
 		return nil, nil, err

@@ -7,9 +7,9 @@ import "fmt"
 // private duplicate (inter.local, a view in the collective's own tag
 // space for non-blocking ones and WithContext) and between the two
 // groups' rank 0s on the intercommunicator's collective context; the v
-// variants and Alltoall(v) go rank to rank on that context. Scan, Exscan
-// and the value collectives return ErrIntercomm (intraOnly), as MPI
-// defines no intercommunicator Scan.
+// variants and Alltoall(v) go rank to rank on that context (the value
+// collectives: intercomm_value.go). Scan and Exscan return ErrIntercomm
+// (intraOnly), as MPI defines no intercommunicator Scan.
 
 // Root is the root argument of Bcast, Reduce, Gather and Scatter on the
 // root itself on an intercommunicator (MPI_ROOT); the other members of

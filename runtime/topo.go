@@ -1,7 +1,9 @@
 package mpi
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"slices"
 )
 
@@ -152,20 +154,46 @@ func Difference(a, b Group) Group {
 
 // Create returns the communicator of g's members (ranked in g's order), or
 // nil on ranks outside g. It is collective over c, and every rank must
-// pass the same g, a subset of c's group.
+// pass the same g, a subset of c's group. A hash of g travels with the
+// context id agreement, so a rank that passed another group is ErrArg
+// naming it on every rank (instead of communicators that disagree), and
+// a g that is not a subset is ErrArg on every rank.
+//
+// On an intercommunicator (MPI_Comm_create of one) g is a subgroup of the
+// local group, the same on every member of it (each group passes its
+// own), and the result is an intercommunicator between the two groups'
+// g, or nil outside g or when the other group's g is empty.
 func (c *Comm) Create(g Group) (*Comm, error) {
-	if err := c.intraOnly("Create"); err != nil {
+	if err := c.errUsable(); err != nil {
 		return nil, err
 	}
+	local := c
+	if c.inter != nil {
+		local = c.inter.local
+	}
+	var argErr error
 	for _, w := range g.world {
-		if !c.hasWorld(w) {
-			return nil, fmt.Errorf("%w: world rank %d of the group is not in the communicator", ErrArg, w)
+		if !local.hasWorld(w) {
+			argErr = fmt.Errorf("%w: Create: world rank %d of the group is not in the communicator's (local) group", ErrArg, w)
+			break
 		}
 	}
-	if i := g.Rank(c.group[c.rank]); i >= 0 {
-		return c.Split(0, i)
+	h := fnv.New64a()
+	var b [8]byte
+	for _, w := range g.world {
+		binary.LittleEndian.PutUint64(b[:], uint64(w))
+		h.Write(b[:])
 	}
-	return c.Split(Undefined, 0)
+	// 0 is an ordinary Split's word; an empty group hashes to FNV's basis.
+	check := h.Sum64() | 1
+	color, key := Undefined, 0
+	if i := g.Rank(local.group[local.rank]); i >= 0 && argErr == nil {
+		color, key = 0, i
+	}
+	if c.inter != nil {
+		return c.interSplitCheck(color, key, check, argErr)
+	}
+	return c.split(color, key, check, argErr)
 }
 
 // SplitShared returns the communicator of c's ranks on this rank's host

@@ -344,3 +344,65 @@ func TestSplitTypeBadTypeOnOneRank(t *testing.T) {
 		return s.Free()
 	})
 }
+
+// TestCreateGroupsDisagree: Create with a group that differs on one rank
+// (another order, another member, a non-member of the communicator) is
+// ErrArg naming that rank on every rank, not communicators that disagree
+// or a hang; the communicator stays usable.
+func TestCreateGroupsDisagree(t *testing.T) {
+	for _, n := range []int{2, 3, 5, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					last := n - 1
+					for _, tc := range []struct {
+						name string
+						odd  Group // the last rank's group; the others pass {0, 1}
+					}{
+						{"order", Group{[]int{1, 0}}},
+						{"member", Group{[]int{0, 1, last}[:min(3, n)]}},
+						{"empty", Group{}},
+						{"outside", Group{[]int{0, n + 3}}},
+					} {
+						g := Group{[]int{0, 1}}
+						if c.Rank() == last {
+							g = tc.odd
+						}
+						nc, err := c.Create(g)
+						if n == 2 && tc.name == "member" {
+							// {0, 1, 1}[:2] is the same group: no error.
+							if err != nil {
+								return fmt.Errorf("%s: %v", tc.name, err)
+							}
+							if err := nc.Free(); err != nil {
+								return err
+							}
+							continue
+						}
+						if !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), fmt.Sprintf("rank %d", last)) || nc != nil {
+							return fmt.Errorf("%s: %v, %v; want ErrArg naming rank %d", tc.name, nc, err, last)
+						}
+					}
+					// Every rank passing a group with a non-member: ErrArg everywhere.
+					if _, err := c.Create(Group{[]int{0, n}}); !errors.Is(err, ErrArg) {
+						return fmt.Errorf("same group with a non-member: %v, want ErrArg", err)
+					}
+					nc, err := c.Create(Group{[]int{last, 0}})
+					if err != nil {
+						return err
+					}
+					if (nc != nil) != (c.Rank() == 0 || c.Rank() == last) {
+						return fmt.Errorf("create after the errors: %v", nc)
+					}
+					if nc != nil {
+						if err := nc.Barrier(); err != nil {
+							return err
+						}
+						return nc.Free()
+					}
+					return nil
+				})
+			})
+		})
+	}
+}

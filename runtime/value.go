@@ -19,9 +19,13 @@ var ErrCodec = errors.New("mpi: value codec failed")
 // text of the sender's codec error (valFailed). The failure frame is sent
 // so that the receiver of a value that could not be encoded gets an error
 // instead of waiting for a message that never comes.
+// A third frame, valArg, carries the text of an argument error of the
+// sender's (ScatterValue's root with the wrong number of values), so its
+// receivers fail with ErrArg instead of waiting.
 const (
 	valOK     byte = 0
 	valFailed byte = 1
+	valArg    byte = 2
 )
 
 // appendMarshaler is implemented by codecs that can encode after a
@@ -80,6 +84,8 @@ func (c *Comm) decodeValue(msg []byte, from int, ptr any) error {
 		return nil
 	case valFailed:
 		return fmt.Errorf("%w: rank %d could not encode its value: %s", ErrCodec, from, msg[1:])
+	case valArg:
+		return fmt.Errorf("%w: rank %d: %s", ErrArg, from, msg[1:])
 	}
 	return fmt.Errorf("%w: value message from rank %d has frame byte %d", ErrCodec, from, msg[0])
 }

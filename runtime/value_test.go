@@ -270,7 +270,8 @@ func TestValueCodecErrorsEveryRank(t *testing.T) {
 func (square) ptr() *square { return &square{1} }
 
 // A value message from a peer never panics the receiver, whatever its
-// bytes: it decodes or returns an error wrapping ErrCodec.
+// bytes: it decodes or returns an error wrapping ErrCodec (ErrArg for a
+// relayed argument error, frame valArg).
 func FuzzValueDecode(f *testing.F) {
 	c := &Comm{p: &proc{cfg: Config{Codec: gobCodec{}}}}
 	for _, v := range []any{42, "s", circle{2}, []shape{circle{1}, &square{2}}, map[string]int{"a": 1}} {
@@ -281,12 +282,20 @@ func FuzzValueDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{valFailed, 'x'})
+	f.Add([]byte{valArg, 'x'})
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		var s shape
 		var m map[string]int
 		var x any
 		for _, p := range []any{&s, &m, &x} {
-			if err := c.decodeValue(msg, 1, p); err != nil && !errors.Is(err, ErrCodec) {
+			err := c.decodeValue(msg, 1, p)
+			if len(msg) > 0 && msg[0] == valArg {
+				if !errors.Is(err, ErrArg) {
+					t.Fatalf("argument error frame: %v does not wrap ErrArg", err)
+				}
+				continue
+			}
+			if err != nil && !errors.Is(err, ErrCodec) {
 				t.Fatalf("%T: %v does not wrap ErrCodec", p, err)
 			}
 		}
@@ -320,6 +329,38 @@ func TestRecvValueBadPointer(t *testing.T) {
 				if _, err := comms[0].RecvValue(&v, 1, 7); err != nil || v != 42 {
 					t.Fatalf("the message after a refused RecvValue: %d, %v", v, err)
 				}
+			})
+		})
+	}
+}
+
+// TestScatterValueCountEveryRank: a ScatterValue root with the wrong
+// number of values fails with ErrArg, and so does every other rank
+// (it used to return at once and leave the others waiting for ever).
+func TestScatterValueCountEveryRank(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				each(t, comms, func(c *Comm) error {
+					root := c.Size() - 1
+					var vals []string
+					if c.Rank() == root {
+						vals = make([]string, c.Size()+1)
+					}
+					if _, err := ScatterValue(c, vals, root); !errors.Is(err, ErrArg) || !strings.Contains(err.Error(), fmt.Sprintf("%d values", n+1)) {
+						return fmt.Errorf("scattervalue with %d values: %v, want ErrArg naming the count", n+1, err)
+					}
+					// The communicator is still usable.
+					if c.Rank() == root {
+						vals = vals[:n]
+						vals[0] = "ok"
+					}
+					got, err := ScatterValue(c, vals, root)
+					if want := map[bool]string{true: "ok"}[c.Rank() == 0]; err != nil || got != want {
+						return fmt.Errorf("scattervalue after the error: %q, %v; want %q", got, err, want)
+					}
+					return nil
+				})
 			})
 		})
 	}

@@ -114,6 +114,9 @@ func inter(c *mpi.Comm) error {
 	if err := ic.Barrier(); err != nil {
 		return err
 	}
+	if err := interMore(ic, inA, me, other); err != nil {
+		return err
+	}
 	m, err := ic.Merge(inA) // B first
 	if err != nil {
 		return err
@@ -129,6 +132,72 @@ func inter(c *mpi.Comm) error {
 		return err
 	}
 	return ic.Free()
+}
+
+// interMore: value collectives, Dup and Split on the intercommunicator.
+func interMore(ic *mpi.Comm, inA bool, me int, other []int) error {
+	// BcastValue from B's rank 0 (A's ranks name it as remote rank 0).
+	type cfg struct {
+		Name  string
+		Sizes []int
+	}
+	v := cfg{Name: "none"}
+	root := 0
+	if !inA {
+		root = mpi.ProcNull
+		if ic.Rank() == 0 {
+			root, v = mpi.Root, cfg{"from B", []int{me, 1 << 20}}
+		}
+	}
+	if err := mpi.BcastValue(ic, &v, root); err != nil {
+		return fmt.Errorf("bcastvalue: %w", err)
+	}
+	if inA && (v.Name != "from B" || !slices.Equal(v.Sizes, []int{other[0], 1 << 20})) {
+		return fmt.Errorf("bcastvalue: %+v", v)
+	}
+	ws, err := mpi.AllgatherValue(ic, fmt.Sprint(me))
+	if err != nil || len(ws) != len(other) || ws[0] != fmt.Sprint(other[0]) {
+		return fmt.Errorf("allgathervalue: %v, %v (remote %v)", ws, err, other)
+	}
+	d, err := ic.Dup()
+	if err != nil {
+		return fmt.Errorf("dup: %w", err)
+	}
+	if !slices.Equal(d.RemoteGroup().WorldRanks(), other) || d.Rank() != ic.Rank() {
+		return fmt.Errorf("dup: remote group %v, rank %d", d.RemoteGroup().WorldRanks(), d.Rank())
+	}
+	// Split by world rank parity: the remote members of my parity.
+	s, err := d.Split(me%2, me)
+	if err != nil {
+		return fmt.Errorf("split: %w", err)
+	}
+	var mine []int
+	for _, w := range other {
+		if w%2 == me%2 {
+			mine = append(mine, w)
+		}
+	}
+	slices.Sort(mine)
+	switch {
+	case len(mine) == 0 && s != nil:
+		return fmt.Errorf("split: a communicator with no remote member of parity %d", me%2)
+	case len(mine) > 0:
+		if s == nil || !slices.Equal(s.RemoteGroup().WorldRanks(), mine) {
+			return fmt.Errorf("split: %v, want the remote group %v", s, mine)
+		}
+		sum, err := mpi.AllreduceValue(s, me, func(a, b int) int { return a + b })
+		var want int
+		for _, w := range mine {
+			want += w
+		}
+		if err != nil || sum != want {
+			return fmt.Errorf("split: allreducevalue %d, %v; want %d", sum, err, want)
+		}
+		if err := s.Free(); err != nil {
+			return err
+		}
+	}
+	return d.Free()
 }
 
 // interDie: the last rank (B's rank 0) leaves right after the
