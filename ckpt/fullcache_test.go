@@ -13,26 +13,7 @@ import (
 	"github.com/gompi/gompi/internal/testkit"
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/cow"
-	"golang.org/x/sys/unix"
 )
-
-// smallTmpfs mounts a tmpfs of size bytes for the test (root only: CI
-// runs as root, where failing to mount is a failure, not a skip).
-func smallTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("a full file system needs a tmpfs mount, which needs root")
-		}
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Fatalf("mount a %d-byte tmpfs on %s: %v", size, dir, err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
 
 // TestCheckpointIntoFullCache: a checkpoint whose files do not fit in the
 // node-local cache is written straight to the prefix and committed there,
@@ -49,7 +30,7 @@ func TestCheckpointIntoFullCache(t *testing.T) {
 	}{{"copy", false}, {"snapshot", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(cow.EnvDisable, "")
-			cfg := Config{Prefix: t.TempDir(), Cache: filepath.Join(smallTmpfs(t, 4<<20), "cache")}
+			cfg := Config{Prefix: t.TempDir(), Cache: filepath.Join(testkit.SmallTmpfs(t, 4<<20), "cache")}
 			var log testkit.Buffer
 			logOut = &log
 			defer func() { logOut = os.Stderr }()

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/ckpt/layout"
+	"github.com/gompi/gompi/internal/testkit"
 	mpi "github.com/gompi/gompi/runtime"
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +62,7 @@ func TestRestoreFromReadOnlyPrefix(t *testing.T) {
 		// root writes through the mode bits: a read-only bind mount instead.
 		cfg := Config{Prefix: t.TempDir()}
 		checkpointSteps(t, 2, cfg, 10)
-		ro := smallTmpfs(t, 1<<20) // a mount point to bind over
+		ro := testkit.SmallTmpfs(t, 1<<20) // a mount point to bind over
 		if err := unix.Mount(cfg.Prefix, ro, "", unix.MS_BIND, ""); err != nil {
 			t.Fatal(err)
 		}

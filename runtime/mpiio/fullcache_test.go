@@ -8,28 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gompi/gompi/internal/testkit"
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
-	"golang.org/x/sys/unix"
 )
-
-// smallTmpfs mounts a tmpfs of size bytes for the test (root only: CI
-// runs as root, where failing to mount is a failure, not a skip).
-func smallTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") != "" {
-			t.Fatal("a full file system needs a tmpfs mount, which needs root")
-		}
-		t.Skip("needs root to mount a small tmpfs")
-	}
-	dir := t.TempDir()
-	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		t.Fatalf("mount a %d-byte tmpfs on %s: %v", size, dir, err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
-	return dir
-}
 
 // TestCacheFull: a file written through a cache directory smaller than
 // the data (2 MiB of tmpfs here) gets every byte, on the copy path and on
@@ -50,7 +32,7 @@ func TestCacheFull(t *testing.T) {
 		{"snapshot", snapHints, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cdir := filepath.Join(smallTmpfs(t, 2<<20), "cache")
+			cdir := filepath.Join(testkit.SmallTmpfs(t, 2<<20), "cache")
 			path := filepath.Join(t.TempDir(), "f")
 			const mb = 1 << 20
 			// Offset and size of each write, in MiB: three that fit one
@@ -104,7 +86,7 @@ func firstDiff(a, b []byte) int {
 // cache directory, 3 MiB each per call, interleaved in 64 KiB blocks
 // (two-phase with local caching), all reach the file.
 func TestCacheFullCollective(t *testing.T) {
-	cdir := filepath.Join(smallTmpfs(t, 2<<20), "cache")
+	cdir := filepath.Join(testkit.SmallTmpfs(t, 2<<20), "cache")
 	path := filepath.Join(t.TempDir(), "f")
 	const blk, per = 64 << 10, 3 << 20
 	want := make([]byte, 2*2*per)
