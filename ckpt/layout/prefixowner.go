@@ -208,6 +208,9 @@ func ClaimPrefix(ctx context.Context, prefix string, me Owner, stale time.Durati
 		case o.deadHere():
 			why = "its process is gone"
 		default:
+			// The whole job waits here: say so, or a start that takes a
+			// minute looks hung.
+			say(fmt.Sprintf("ckpt: %s is held by %s on another host: watching it for up to %v to see whether that job still runs", path, o, stale))
 			why, err = watch(ctx, path, seen, o, stale)
 		}
 		if err != nil {

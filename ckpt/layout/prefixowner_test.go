@@ -77,6 +77,11 @@ func TestClaimPrefix(t *testing.T) {
 			b, err := ClaimPrefix(context.Background(), prefix, tc.me, 300*time.Millisecond, say)
 			close(stop)
 			wg.Wait()
+			// Watching another node's record holds the job's start for up
+			// to the stale time: it is said before, not only after.
+			if watched := tc.holder.Node != me.Node && tc.me.Launch == ""; watched != strings.Contains(said, "watching it for up to 300ms") {
+				t.Fatalf("said %q: watching another node's record announced %v, want %v", said, !watched, watched)
+			}
 			if tc.inUse {
 				if !errors.Is(err, ErrPrefixInUse) || !strings.Contains(err.Error(), tc.says) {
 					t.Fatalf("second claim: %v, want ErrPrefixInUse naming %q", err, tc.says)
