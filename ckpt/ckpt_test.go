@@ -684,6 +684,27 @@ func TestCacheOfAnotherPrefix(t *testing.T) {
 // first job holds the cache, naming it, and accepts once it closed.
 func TestCacheOfARunningJob(t *testing.T) {
 	cfg := Config{Prefix: t.TempDir(), Cache: t.TempDir(), Keep: 2}
+	errs := besideRunningJob(t, cfg, func(comm *mpi.Comm, c *Ckpt) error {
+		s := newState(comm.Rank(), 10)
+		s.register(c)
+		return c.Checkpoint()
+	})
+	for r, err := range errs {
+		if !errors.Is(err, layout.ErrCacheInUse) {
+			t.Fatalf("rank %d: %v, want ErrCacheInUse", r, err)
+		}
+		if r == 0 && !strings.Contains(err.Error(), cfg.Cache) {
+			t.Fatalf("rank 0: %v does not name the cache %s", err, cfg.Cache)
+		}
+	}
+	restoreExpect(t, 2, cfg, 1, 10, "after the first job closed: restored %v, want epoch 1")
+}
+
+// besideRunningJob starts a second 2-rank job with cfg while a first one
+// with cfg, set up by prep, still runs, and returns the second's errors
+// on New (an error of its own if New succeeded).
+func besideRunningJob(t *testing.T, cfg Config, prep func(comm *mpi.Comm, c *Ckpt) error) []error {
+	t.Helper()
 	held, release := make(chan struct{}), make(chan struct{})
 	first := make(chan []error)
 	go func() {
@@ -692,9 +713,7 @@ func TestCacheOfARunningJob(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			s := newState(comm.Rank(), 10)
-			s.register(c)
-			if err := c.Checkpoint(); err != nil {
+			if err := prep(comm, c); err != nil {
 				return err
 			}
 			if comm.Rank() == 0 {
@@ -711,19 +730,11 @@ func TestCacheOfARunningJob(t *testing.T) {
 			return err
 		}
 		c.Close()
-		return errors.New("New succeeded beside a running job on the same cache")
+		return errors.New("New succeeded beside a running job")
 	})
 	close(release)
 	noErrs(t, <-first)
-	for r, err := range errs {
-		if !errors.Is(err, layout.ErrCacheInUse) {
-			t.Fatalf("rank %d: %v, want ErrCacheInUse", r, err)
-		}
-		if r == 0 && !strings.Contains(err.Error(), cfg.Cache) {
-			t.Fatalf("rank 0: %v does not name the cache %s", err, cfg.Cache)
-		}
-	}
-	restoreExpect(t, 2, cfg, 1, 10, "after the first job closed: restored %v, want epoch 1")
+	return errs
 }
 
 // TestCommitsEveryFlushedEpoch: epochs whose flushes end between two

@@ -1,7 +1,6 @@
 package ckpt
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -20,32 +19,7 @@ import (
 func TestPrefixOfARunningJob(t *testing.T) {
 	t.Setenv(EnvOwnerStale, "1") // a live owner on this host is waited for 0.1 s
 	cfg := Config{Prefix: t.TempDir()}
-	held, release := make(chan struct{}), make(chan struct{})
-	first := make(chan []error)
-	go func() {
-		first <- runRanks(t, 2, func(comm *mpi.Comm) error {
-			c, err := New(context.Background(), comm, cfg)
-			if err != nil {
-				return err
-			}
-			if comm.Rank() == 0 {
-				close(held)
-			}
-			<-release
-			return c.Close()
-		})
-	}()
-	<-held
-	errs := runRanks(t, 2, func(comm *mpi.Comm) error {
-		c, err := New(context.Background(), comm, cfg)
-		if err != nil {
-			return err
-		}
-		c.Close()
-		return errors.New("New succeeded beside a running job on the same prefix")
-	})
-	close(release)
-	noErrs(t, <-first)
+	errs := besideRunningJob(t, cfg, func(*mpi.Comm, *Ckpt) error { return nil })
 	for r, err := range errs {
 		if !errors.Is(err, layout.ErrPrefixInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 			t.Fatalf("rank %d: %v, want ErrPrefixInUse naming pid %d", r, err, os.Getpid())
