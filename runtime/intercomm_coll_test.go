@@ -18,6 +18,19 @@ type interSide struct {
 	mine, other []int
 }
 
+// makeSide makes the intercommunicator of makeInter and c's side of it.
+func makeSide(c *Comm) (interSide, error) {
+	ic, inA, ga, gb, err := makeInter(c)
+	if err != nil {
+		return interSide{}, fmt.Errorf("create: %w", err)
+	}
+	s := interSide{ic: ic, inA: inA, me: c.Rank(), mine: ga, other: gb}
+	if !inA {
+		s.mine, s.other = gb, ga
+	}
+	return s, nil
+}
+
 // rootArg is the root argument of a rooted collective whose root is
 // local rank rootLocal of group A (rootInA) or B.
 func (s interSide) rootArg(rootInA bool, rootLocal int) int {
@@ -302,25 +315,21 @@ func interVErrors(s interSide) error {
 func TestInterCommCollV(t *testing.T) {
 	forInterWorlds(t, interSizes, func(t *testing.T, comms []*Comm) {
 		each(t, comms, func(c *Comm) error {
-			ic, inA, ga, gb, err := makeInter(c)
+			s, err := makeSide(c)
 			if err != nil {
-				return fmt.Errorf("create: %w", err)
-			}
-			s := interSide{ic: ic, inA: inA, me: c.Rank(), mine: ga, other: gb}
-			if !inA {
-				s.mine, s.other = gb, ga
+				return err
 			}
 			for _, f := range []func(interSide) error{interV, interA2A, interRedScat, interNB, interVErrors} {
 				if err := f(s); err != nil {
 					return err
 				}
 			}
-			if err := ic.Free(); err != nil {
+			if err := s.ic.Free(); err != nil {
 				return err
 			}
 			buf := make([]int, 1)
-			for i, err := range []error{Gatherv(ic, buf, buf, nil, nil, ProcNull), Scatterv(ic, buf, nil, nil, buf, ProcNull),
-				Alltoall(ic, buf, buf[:0]), ReduceScatterBlock(ic, buf, buf, Sum), Gather(ic, buf, buf, ProcNull)} {
+			for i, err := range []error{Gatherv(s.ic, buf, buf, nil, nil, ProcNull), Scatterv(s.ic, buf, nil, nil, buf, ProcNull),
+				Alltoall(s.ic, buf, buf[:0]), ReduceScatterBlock(s.ic, buf, buf, Sum), Gather(s.ic, buf, buf, ProcNull)} {
 				if !errors.Is(err, ErrFreed) {
 					return fmt.Errorf("operation %d after Free: %v, want ErrFreed", i, err)
 				}

@@ -136,20 +136,16 @@ func interSplitBadColor(s interSide) error {
 func TestInterCommSplitDup(t *testing.T) {
 	forInterWorlds(t, interSizes, func(t *testing.T, comms []*Comm) {
 		each(t, comms, func(c *Comm) error {
-			ic, inA, ga, gb, err := makeInter(c)
+			s, err := makeSide(c)
 			if err != nil {
-				return fmt.Errorf("create: %w", err)
-			}
-			s := interSide{ic: ic, inA: inA, me: c.Rank(), mine: ga, other: gb}
-			if !inA {
-				s.mine, s.other = gb, ga
+				return err
 			}
 			for _, f := range []func(interSide) error{interDupCheck, interSplitCheck, interSplitBadColor, interSplitCheck} {
 				if err := f(s); err != nil {
 					return err
 				}
 			}
-			return ic.Free()
+			return s.ic.Free()
 		})
 	})
 }
@@ -222,18 +218,14 @@ func interCreateCheck(s interSide) error {
 func TestInterCommCreate(t *testing.T) {
 	forInterWorlds(t, interSizes, func(t *testing.T, comms []*Comm) {
 		each(t, comms, func(c *Comm) error {
-			ic, inA, ga, gb, err := makeInter(c)
+			s, err := makeSide(c)
 			if err != nil {
-				return fmt.Errorf("create: %w", err)
-			}
-			s := interSide{ic: ic, inA: inA, me: c.Rank(), mine: ga, other: gb}
-			if !inA {
-				s.mine, s.other = gb, ga
+				return err
 			}
 			if err := interCreateCheck(s); err != nil {
 				return err
 			}
-			return ic.Free()
+			return s.ic.Free()
 		})
 	})
 }

@@ -172,20 +172,16 @@ func interValueErrors(s interSide) error {
 func TestInterCommValueColls(t *testing.T) {
 	forInterWorlds(t, interSizes, func(t *testing.T, comms []*Comm) {
 		each(t, comms, func(c *Comm) error {
-			ic, inA, ga, gb, err := makeInter(c)
+			s, err := makeSide(c)
 			if err != nil {
-				return fmt.Errorf("create: %w", err)
-			}
-			s := interSide{ic: ic, inA: inA, me: c.Rank(), mine: ga, other: gb}
-			if !inA {
-				s.mine, s.other = gb, ga
+				return err
 			}
 			for _, f := range []func(interSide) error{interValues, interValueErrors, interValues} {
 				if err := f(s); err != nil {
 					return err
 				}
 			}
-			return ic.Free()
+			return s.ic.Free()
 		})
 	})
 }
