@@ -7,6 +7,7 @@
 package bind
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -105,6 +106,9 @@ func parseUser(v, list string) (Spec, error) {
 	s := Spec{Type: "user", N: 1}
 	for _, part := range strings.Split(list, ",") {
 		cpus, err := ParseList(strings.ReplaceAll(part, "+", ","))
+		if errors.Is(err, errTooLarge) {
+			return Spec{}, fmt.Errorf("-bind-to %q: rank %d's CPUs %q: %w", v, len(s.User), part, err)
+		}
 		if err != nil || len(cpus) == 0 {
 			return Spec{}, fmt.Errorf("-bind-to %q: rank %d's CPUs %q: want CPU numbers joined by +", v, len(s.User), part)
 		}
@@ -322,6 +326,13 @@ func Format(cpus []int) string {
 	return b.String()
 }
 
+// MaxCPU is the largest CPU or NUMA node number a list may name: Linux's
+// own limit (CONFIG_NR_CPUS) is at most 8192, and a bound keeps a typo such
+// as user:0-999999999 from expanding into billions of numbers.
+const MaxCPU = 1<<16 - 1
+
+var errTooLarge = errors.New("list too large")
+
 // ParseList reads a Linux CPU list ("0-3,8"; "" is empty).
 func ParseList(s string) ([]int, error) {
 	var out []int
@@ -340,6 +351,12 @@ func ParseList(s string) ([]int, error) {
 			if b, err = strconv.Atoi(hi); err != nil || b < a {
 				return nil, fmt.Errorf("bad CPU list %q", s)
 			}
+		}
+		if b > MaxCPU {
+			return nil, fmt.Errorf("%w: %d is past the largest number, %d", errTooLarge, b, MaxCPU)
+		}
+		if len(out)+b-a >= MaxCPU+1 {
+			return nil, fmt.Errorf("%w: more than %d entries", errTooLarge, MaxCPU+1)
 		}
 		for c := a; c <= b; c++ {
 			out = append(out, c)

@@ -1,6 +1,7 @@
 package bind
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,6 +50,9 @@ func ParseMem(v string) (MemSpec, error) {
 		return MemSpec{Policy: pol}, nil
 	case pol == "bind" || pol == "interleave":
 		nodes, err := ParseList(list)
+		if errors.Is(err, errTooLarge) {
+			return MemSpec{}, fmt.Errorf("-membind %q: node list %q: %w", v, list, err)
+		}
 		if err != nil {
 			return MemSpec{}, fmt.Errorf("-membind %q: node list %q: want NUMA node numbers such as 0,2 or 0-1", v, list)
 		}

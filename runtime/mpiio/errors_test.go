@@ -43,6 +43,11 @@ func TestOpenErrors(t *testing.T) {
 				var he *mpiio.HintError
 				return errors.As(err, &he) && he.Key == "cb_buffer_size" && strings.Contains(err.Error(), "cb_buffer_size")
 			}},
+		{"buffer past 1 GiB", filepath.Join(dir, "g"), func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeRdwr },
+			mpiio.Hints{"cb_buffer_size": "1099511627776"}, func(err error) bool {
+				var he *mpiio.HintError
+				return errors.As(err, &he) && he.Key == "cb_buffer_size" && strings.Contains(err.Error(), "1073741824")
+			}},
 		{"bad tri hint", filepath.Join(dir, "d"), func(int) mpiio.Mode { return mpiio.ModeCreate | mpiio.ModeRdwr },
 			mpiio.Hints{"romio_cb_write": "sometimes"}, func(err error) bool {
 				var he *mpiio.HintError

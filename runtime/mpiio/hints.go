@@ -82,6 +82,9 @@ type config struct {
 	snapMin     int64         // gompi_cache_snapshot_min
 }
 
+// maxBuffer bounds the buffer-size hints.
+const maxBuffer = 1 << 30
+
 func parseHints(h Hints) (config, error) {
 	c := config{cbBuffer: 16 << 20, indRdBuffer: 4 << 20, indWrBuffer: 512 << 10, syncWrite: true, cacheFlush: 4 << 20, snapMin: 1 << 20}
 	size := func(k, v string, min int64) (int64, error) {
@@ -90,6 +93,15 @@ func parseHints(h Hints) (config, error) {
 			return 0, &HintError{k, v, fmt.Errorf("want an integer >= %d", min)}
 		}
 		return n, nil
+	}
+	// Buffers are allocated at their hinted size: past maxBuffer a typo
+	// would end the process (Go's out-of-memory is fatal), not the call.
+	buffer := func(k, v string, min int64) (int64, error) {
+		n, err := size(k, v, min)
+		if err == nil && n > maxBuffer {
+			err = &HintError{k, v, fmt.Errorf("want at most %d (1 GiB)", int64(maxBuffer))}
+		}
+		return n, err
 	}
 	triv := func(k, v string) (tri, error) {
 		switch strings.ToLower(strings.TrimSpace(v)) {
@@ -113,7 +125,7 @@ func parseHints(h Hints) (config, error) {
 			n, err = size(k, v, 1)
 			c.cbNodes = int(n)
 		case "cb_buffer_size":
-			c.cbBuffer, err = size(k, v, 4096)
+			c.cbBuffer, err = buffer(k, v, 4096)
 		case "romio_cb_write":
 			c.cbWrite, err = triv(k, v)
 		case "romio_cb_read":
@@ -125,9 +137,9 @@ func parseHints(h Hints) (config, error) {
 		case "romio_ds_write":
 			c.dsWrite, err = triv(k, v)
 		case "ind_rd_buffer_size":
-			c.indRdBuffer, err = size(k, v, 1024)
+			c.indRdBuffer, err = buffer(k, v, 1024)
 		case "ind_wr_buffer_size":
-			c.indWrBuffer, err = size(k, v, 1024)
+			c.indWrBuffer, err = buffer(k, v, 1024)
 		case "gompi_sync_write":
 			var t tri
 			t, err = triv(k, v)
@@ -138,7 +150,7 @@ func parseHints(h Hints) (config, error) {
 			}
 			c.cacheDir = v
 		case "gompi_cache_flush":
-			c.cacheFlush, err = size(k, v, 4096)
+			c.cacheFlush, err = buffer(k, v, 4096)
 		case "gompi_cache_flush_delay":
 			if c.flushDelay, err = time.ParseDuration(v); err != nil || c.flushDelay < 0 {
 				err = &HintError{k, v, fmt.Errorf("want a non-negative Go duration")}

@@ -240,8 +240,16 @@ func (f *File) makePlan(p *plan) {
 	span := p.hi - p.base
 	p.dsize = (span + naggs - 1) / naggs
 	p.dsize = (p.dsize + align - 1) / align * align
-	p.cb = max(f.hints.cbBuffer/align*align, align)
-	p.rounds = int((p.dsize + p.cb - 1) / p.cb)
+	// Rounds are cb_buffer_size rounded down to the alignment, or the
+	// buffer size itself under a larger alignment: the buffers are what
+	// the user sized, whatever striping_unit says.
+	p.cb = f.hints.cbBuffer / align * align
+	if p.cb == 0 {
+		p.cb = f.hints.cbBuffer
+	}
+	// When one domain is wider than the data (a huge alignment), only the
+	// first holds any: rounds past the data would be empty exchanges.
+	p.rounds = int((min(p.dsize, span) + p.cb - 1) / p.cb)
 	for i, a := range f.aggs {
 		if a == f.rank {
 			p.aggIndex = i
