@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +93,7 @@ type Node struct {
 	left    map[int]bool // ranks whose process has ended (Left)
 	spoke   map[int]bool // ranks that sent init (or fullinit)
 	done    map[int]bool // ranks that sent finalize
+	dead    []int        // ranks of the job that failed (MarkDead), sorted
 
 	nodeAttrs   map[string]string // PMI-2 info-putnodeattr
 	attrChanged chan struct{}     // closed and replaced on every put
@@ -369,11 +371,12 @@ func (n *Node) get(key string) (string, bool) {
 	switch key {
 	case "PMI_process_mapping":
 		return n.cfg.ProcessMapping, n.cfg.ProcessMapping != ""
-	case "PMI_dead_processes":
-		return "", true
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if key == "PMI_dead_processes" {
+		return formatRanks(n.dead), true
+	}
 	if v, ok := n.kvs[key]; ok {
 		return v, ok
 	}
@@ -460,6 +463,42 @@ func (n *Node) barrier(ctx context.Context, rank int) error {
 		w <- err
 	}
 	return err
+}
+
+// MarkDead records that a rank of the job (on any host) failed and the job
+// goes on without it (gompiexec -disable-auto-cleanup): the special key
+// PMI_dead_processes lists such ranks, as Hydra's server does, for MPICH's
+// fault-tolerance paths.
+func (n *Node) MarkDead(rank int) {
+	if rank < 0 || rank >= n.cfg.Size {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if i, found := slices.BinarySearch(n.dead, rank); !found {
+		n.dead = slices.Insert(n.dead, i, rank)
+	}
+}
+
+// formatRanks writes sorted ranks as MPICH parses PMI_dead_processes:
+// ranks and ranges, comma-separated ("1,3-5").
+func formatRanks(rs []int) string {
+	var b strings.Builder
+	for i := 0; i < len(rs); {
+		j := i
+		for j+1 < len(rs) && rs[j+1] == rs[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(rs[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(rs[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }
 
 // Left records that a local rank's process has ended. A barrier round it

@@ -94,6 +94,10 @@ func (s *session) handle2(ctx context.Context, c Command2) (finalized bool, err 
 		if c.Args["key"] == "PMI_process_mapping" && cfg.ProcessMapping != "" {
 			return false, reply("info-getjobattr-response", "found", "TRUE", "value", cfg.ProcessMapping, "rc", "0")
 		}
+		if c.Args["key"] == "PMI_dead_processes" {
+			v, _ := n.get("PMI_dead_processes")
+			return false, reply("info-getjobattr-response", "found", "TRUE", "value", v, "rc", "0")
+		}
 		return false, reply("info-getjobattr-response", "found", "FALSE", "rc", "0")
 	case "info-putnodeattr":
 		n.putNodeAttr(c.Args["key"], c.Args["value"])

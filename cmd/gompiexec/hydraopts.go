@@ -21,6 +21,7 @@ type hydraOpts struct {
 	outputFrom       int              // -output-from; -1: every rank
 	usize            int              // -usize: n, or mpiexec.UniverseInfinite/System
 	configFile       string           // -configfile
+	noAutoCleanup    bool             // -disable-auto-cleanup
 	envModeSet       bool             // -genvall/-genvnone/-genvlist given (HYDRA_ENV yields)
 	// seen holds the options Hydra allows once ("duplicate setting"); it
 	// is reset after HYDRA_CONFIG_FILE, whose settings the command line
@@ -117,6 +118,14 @@ func init() {
 		}
 		return nil
 	}}, "usize")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
+		o.noAutoCleanup = true
+		return o.once("auto-cleanup", "disable-auto-cleanup")
+	}}, "disable-auto-cleanup", "dac")
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
+		o.noAutoCleanup = false
+		return o.once("auto-cleanup", "enable-auto-cleanup")
+	}}, "enable-auto-cleanup")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
 		if err := o.once("configfile", "configfile"); err != nil {
 			return err

@@ -34,6 +34,10 @@ func TestParseHydraOptions(t *testing.T) {
 		{[]string{"-usize", "INFINITE", "app"}, func(o *options) bool { return o.usize == mpiexec.UniverseInfinite }},
 		{[]string{"-usize=12", "app"}, func(o *options) bool { return o.usize == 12 }},
 		{[]string{"-genvnone", "-n", "1", "app"}, func(o *options) bool { return o.envMode == "none" && o.envModeSet }},
+		{[]string{"-disable-auto-cleanup", "app"}, func(o *options) bool { return o.noAutoCleanup }},
+		{[]string{"--dac", "app"}, func(o *options) bool { return o.noAutoCleanup }},
+		{[]string{"-enable-auto-cleanup", "app"}, func(o *options) bool { return !o.noAutoCleanup }},
+		{[]string{"app"}, func(o *options) bool { return !o.noAutoCleanup }},
 		// A program named like one of cobra's commands is a program.
 		{[]string{"-n", "2", "completion", "bash"}, func(o *options) bool {
 			return reflect.DeepEqual(o.segments[0].argv, []string{"completion", "bash"})
@@ -61,6 +65,7 @@ func TestParseHydraOptionErrors(t *testing.T) {
 		{[]string{"-genvall", "-genvnone", "app"}, "duplicate setting: -genvnone"},
 		{[]string{"-genvlist", "A", "-genvlist", "B", "app"}, "duplicate setting: -genvlist"},
 		{[]string{"-l", "-prepend-pattern", "x", "app"}, "duplicate setting: -prepend-pattern"},
+		{[]string{"-dac", "-enable-auto-cleanup", "app"}, "duplicate setting: -enable-auto-cleanup"},
 		{[]string{"-prepend-pattern", "x", "-l", "app"}, "duplicate setting: -l"},
 		{[]string{"-outfile", "a", "-outfile-pattern", "b", "app"}, "duplicate setting"},
 		{[]string{"-outfile-pattern", "o.%q", "app"}, "unknown specifier %q"},
@@ -352,13 +357,13 @@ func TestHydraOptionsDocumented(t *testing.T) {
 	for _, name := range []string{"-envall", "-envnone", "-envlist", "-outfile-pattern", "-outfile ", "-errfile-pattern",
 		"-errfile ", "-prepend-pattern", "-output-from", "-configfile", "-usize", "%r", "%g", "%p", "%h", "%t", "%%",
 		"HYDRA_LAUNCHER", "HYDRA_BOOTSTRAP", "HYDRA_LAUNCHER_EXEC", "HYDRA_BOOTSTRAP_EXEC", "HYDRA_DEBUG", "HYDRA_ENV",
-		"HYDRA_CONFIG_FILE", "gompiexec -n 2 completion"} {
+		"HYDRA_CONFIG_FILE", "gompiexec -n 2 completion", "-disable-auto-cleanup", "-dac", "-enable-auto-cleanup"} {
 		if !strings.Contains(helpText, name) {
 			t.Errorf("--help does not mention %q", name)
 		}
 	}
 	for _, name := range []string{"envall", "envnone", "envlist", "outfile-pattern", "outfile", "errfile-pattern", "errfile",
-		"prepend-pattern", "output-from", "configfile", "usize"} {
+		"prepend-pattern", "output-from", "configfile", "usize", "disable-auto-cleanup", "dac", "enable-auto-cleanup"} {
 		if _, ok := specs[name]; !ok {
 			t.Errorf("-%s is documented but not an option", name)
 		}

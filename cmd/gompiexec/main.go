@@ -93,6 +93,10 @@ Global options:
   -grace SECONDS            time between SIGTERM and SIGKILL when tearing down (default 3;
                             0: SIGKILL at once)
   -print-all-exitcodes      print every rank's exit status
+  -disable-auto-cleanup, -dac  a failed rank does not end the job: the others go on
+                            (PMI_dead_processes lists it; Go ranks get *PeerError);
+                            an abort still does; exit status as below. Undone by
+                            -enable-auto-cleanup
   -bind-to TYPE[:N]         bind each host's ranks round-robin to the host's objects of
                             TYPE, N of them per rank, among the CPUs the proxy may use:
                             hwthread, core, l1cache, l2cache, l3cache, socket, numa or
@@ -256,6 +260,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		Grace:             o.grace,
 		Fanout:            o.fanout,
 		PrintAllExitCodes: o.printAll,
+		NoAutoCleanup:     o.noAutoCleanup,
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
 		IOCacheDirs:       o.ioCache,

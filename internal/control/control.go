@@ -53,6 +53,7 @@ const (
 	MsgSignal = "signal" // Sig: deliver to every rank's process group
 	MsgKill   = "kill"   // SIGTERM every rank, SIGKILL after the job's grace period
 	MsgEvent  = "event"  // Event, Seq: write a record on every local rank's event channel
+	MsgDead   = "dead"   // Rank: failed, and the job goes on without it (PMI_dead_processes)
 	// proxy → launcher
 	MsgStarted = "started" // Pids: one per local rank, in Job.Ranks order
 	MsgExit    = "exit"    // Rank, Code, Signal: a rank ended

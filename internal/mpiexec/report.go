@@ -33,8 +33,12 @@ func (j *job) report() {
 		if r.pid <= 0 {
 			pid = "NOT STARTED" // its proxy could not start it
 		}
-		fmt.Fprintf(w, "%s\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK %d (%s) RUNNING AT %s\n=   %s\n=   CLEANING UP REMAINING PROCESSES\n%s\n",
-			banner, j.firstFail, pid, j.layout.Hosts[r.host].Name, how, banner)
+		rest := "CLEANING UP REMAINING PROCESSES"
+		if j.cfg.NoAutoCleanup && j.abortMsg == "" && !j.timedOut {
+			rest = "THE OTHER PROCESSES WENT ON (-disable-auto-cleanup)"
+		}
+		fmt.Fprintf(w, "%s\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK %d (%s) RUNNING AT %s\n=   %s\n=   %s\n%s\n",
+			banner, j.firstFail, pid, j.layout.Hosts[r.host].Name, how, rest, banner)
 	}
 	if !j.cfg.PrintAllExitCodes {
 		return

@@ -77,6 +77,9 @@ type Config struct {
 	// SIGTERM (gompiexec -grace 0).
 	Grace             time.Duration
 	PrintAllExitCodes bool
+	// NoAutoCleanup (-disable-auto-cleanup) keeps the other ranks running
+	// when one fails (dac.go); an abort still ends the job.
+	NoAutoCleanup bool
 	// PMIPort serves PMI over TCP (PMI_PORT, PMI_ID) instead of PMI_FD.
 	PMIPort bool
 	// PMITrace makes proxies print every PMI exchange to their stderr.
@@ -774,6 +777,10 @@ func (j *job) rankExited(rank, code, sig int, msg string, at int64) {
 	}
 	if j.killing {
 		j.earlier(rank, code, "", at)
+		return
+	}
+	if j.cfg.NoAutoCleanup {
+		j.survive(rank, code, at)
 		return
 	}
 	j.kvs.Close(pmi.ErrJobClosed)

@@ -308,6 +308,11 @@ func (p *proxy) command(m control.Msg, ranksLive bool) {
 			p.deliverEvent(m)
 		}
 		p.tree.down(m, true)
+	case control.MsgDead:
+		if p.node != nil {
+			p.node.MarkDead(m.Rank)
+		}
+		p.tree.down(m, true)
 	case control.MsgFenceDone:
 		p.up.deliver(m)
 		p.tree.down(m, true)

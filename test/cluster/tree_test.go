@@ -138,3 +138,25 @@ func TestRSHAgentMode(t *testing.T) {
 		t.Fatalf("exit %d, want 5 naming %s:\n%s", r.Code, c.Hosts[2].Name, r.Stderr)
 	}
 }
+
+// TestDeadRankAcrossTree: under -disable-auto-cleanup a failed rank on the
+// last host of a -fanout 1 chain is reported down the whole tree: every
+// host's proxy answers PMI_dead_processes with it, and the others finish.
+func TestDeadRankAcrossTree(t *testing.T) {
+	c := setup(t)
+	if mode.openssh {
+		t.Skip("a launch tree re-creates the built-in SSH backend on each proxy")
+	}
+	const n = 3
+	j := startJob(t, c, c.Client, "", "-fanout", "1", "-disable-auto-cleanup", "-hosts", c.HostList(1), "-n", fmt.Sprint(n), bin("nodeprog"), "deadlist", "2")
+	r := j.wait(time.Minute)
+	if r.Code != 5 {
+		t.Fatalf("exit %d, want 5 (the failed rank's)\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for rk := 0; rk < n-1; rk++ {
+		if want := fmt.Sprintf("rank %d on %s: dead 2\n", rk, c.Hosts[rk].Identity); !strings.Contains(r.Stdout, want) {
+			t.Errorf("missing %q in\n%s\nstderr:\n%s", want, r.Stdout, r.Stderr)
+		}
+	}
+	j.assertNoLeftovers(5 * time.Second)
+}

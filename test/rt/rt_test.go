@@ -244,11 +244,15 @@ func TestHarnessPeerKilled(t *testing.T) {
 	}
 }
 
+// An abort ends the job, under -disable-auto-cleanup too (Hydra's
+// survivors hang there: mpich#1537).
 func TestGompiexecAbort(t *testing.T) {
-	out, err := run(t, time.Minute, bin("gompiexec"), "-n", "3", bin("rtprog"), "abort")
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 7 || strings.Contains(out, "FAIL") {
-		t.Fatalf("want exit 7: %v\n%s", err, out)
+	for _, args := range [][]string{{"-n", "3"}, {"-disable-auto-cleanup", "-n", "3"}} {
+		out, err := run(t, time.Minute, bin("gompiexec"), append(args, bin("rtprog"), "abort")...)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 7 || strings.Contains(out, "FAIL") {
+			t.Fatalf("%v: want exit 7: %v\n%s", args, err, out)
+		}
 	}
 }
 
@@ -264,5 +268,35 @@ func TestGompiexecJobSecret(t *testing.T) {
 	a, b := secret(), secret()
 	if len(a) != 2 || a[0] != a[1] || len(a[0]) != 64 || len(b) != 2 || b[0] == a[0] {
 		t.Fatalf("secrets %q then %q", a, b)
+	}
+}
+
+// Under -disable-auto-cleanup a SIGKILLed rank does not end the job: the
+// others get *PeerError for it, PMI_dead_processes names it, they finish,
+// and the job's exit status is the victim's (128+9).
+func TestGompiexecDisableAutoCleanup(t *testing.T) {
+	for _, flag := range []string{"-disable-auto-cleanup", "-dac"} {
+		t.Run(flag, func(t *testing.T) {
+			const n = 4
+			out, err := run(t, 2*time.Minute, bin("gompiexec"), flag, "-n", strconv.Itoa(n), bin("rtprog"), "killdac")
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 128+9 {
+				t.Fatalf("exit %v, want 137:\n%s", err, out)
+			}
+			for r := 0; r < n-1; r++ {
+				if !strings.Contains(out, fmt.Sprintf("rank %d: saw mpi: peer rank %d", r, n-1)) {
+					t.Fatalf("rank %d did not see the peer error:\n%s", r, out)
+				}
+			}
+			wantOK(t, out, n-1)
+			if !strings.Contains(out, fmt.Sprintf("rank %d on localhost was killed by signal 9 (SIGKILL); the others go on", n-1)) {
+				t.Fatalf("no notice of the failed rank:\n%s", out)
+			}
+		})
+	}
+	// Without it the same job ends at the failure: no survivor finishes.
+	out, err := run(t, 2*time.Minute, bin("gompiexec"), "-n", "4", bin("rtprog"), "killdac")
+	if err == nil || strings.Contains(out, ": ok\n") {
+		t.Fatalf("without -disable-auto-cleanup the job went on (%v):\n%s", err, out)
 	}
 }

@@ -11,6 +11,8 @@
 //	nodeprog trap           print "ready", then report every SIGINT (and keep running)
 //	nodeprog failbarrier R  mpi.Init; rank R exits 7, the others enter a barrier
 //	nodeprog trapterm       print "ready"; report SIGUSR1/2; on SIGTERM save and exit 3
+//	nodeprog deadlist R     rank R exits 5; the others wait until PMI_dead_processes
+//	                        is "R" (gompiexec -disable-auto-cleanup), print it, finalize
 //	nodeprog coll           the runtime's collectives (node-aware across hosts)
 //	                        small and large, checked; print "coll ok"
 package main
@@ -101,6 +103,11 @@ func main() {
 		}
 		fmt.Printf("rank %d passed the barrier\n", c.Rank())
 		c.Finalize()
+	case "deadlist":
+		if err := deadList(rank, args[1]); err != nil {
+			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: %v\n", rank, host(), err)
+			os.Exit(1)
+		}
 	case "wheresleep":
 		if err := where(); err != nil {
 			fmt.Fprintf(os.Stderr, "nodeprog: rank %s on %s: %v\n", rank, host(), err)
@@ -123,6 +130,26 @@ func main() {
 		fmt.Fprintf(os.Stderr, "nodeprog: unknown mode %q\n", args[0])
 		os.Exit(2)
 	}
+}
+
+func deadList(rank, victim string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pc, err := client.New(ctx)
+	if err != nil {
+		return err
+	}
+	if rank == victim {
+		os.Exit(5)
+	}
+	var got string
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got, err = pc.Get(ctx, "PMI_dead_processes"); err == nil && got == victim {
+			fmt.Printf("rank %s on %s: dead %s\n", rank, host(), got)
+			return pc.Finalize()
+		}
+	}
+	return fmt.Errorf("PMI_dead_processes = %q, %v; want %q", got, err, victim)
 }
 
 func where() error {

@@ -43,6 +43,12 @@ func main() {
 		err = all(ctx, c)
 	case "die", "kill":
 		err = die(ctx, c, pc, scenario == "kill")
+	case "killdac":
+		// "kill" under gompiexec -disable-auto-cleanup: the job goes on,
+		// and PMI_dead_processes names the victim.
+		if err = die(ctx, c, pc, true); err == nil {
+			err = deadListed(ctx, pc, c.Size()-1)
+		}
 	case "abort":
 		// The last rank aborts with code 7; gompiexec must end the job with 7.
 		if c.Rank() == c.Size()-1 {
@@ -343,6 +349,19 @@ func die(ctx context.Context, c *mpi.Comm, pc *client.Client, kill bool) error {
 		}
 	}
 	return nil
+}
+
+// deadListed waits until PMI_dead_processes lists exactly rank victim.
+func deadListed(ctx context.Context, pc *client.Client, victim int) error {
+	want := fmt.Sprint(victim)
+	var got string
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got, err = pc.Get(ctx, "PMI_dead_processes"); err == nil && got == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("PMI_dead_processes = %q, %v; want %q", got, err, want)
 }
 
 // stranger: rank 0 connects to rank 1's port without the secret; rank 1
