@@ -1,6 +1,7 @@
 package mpiio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -124,9 +125,21 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 			return f.err("set view", -1, err)
 		}
 	}
+	same := true
+	for _, b := range all {
+		same = same && bytes.Equal(b, all[0])
+	}
+	// MPI: SetView resets the individual and shared file pointers to 0.
+	f.ptrMu.Lock()
 	f.mu.Lock()
-	f.view, f.views = v, views
+	f.view, f.views, f.sameView = v, views, same
+	f.ptr = 0
 	f.mu.Unlock()
+	f.ptrMu.Unlock()
+	if testBeforeReset != nil {
+		testBeforeReset(f.rank)
+	}
+	f.shared.reset()
 	return nil
 }
 
