@@ -302,7 +302,31 @@ func TestPointerErrors(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		if _, err := f.WriteAt([]byte("0123456789"), 0); err != nil {
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			return err
+		}
 		if err := f.SetView(0, mpi.Int32, mpi.Int32); err != nil {
+			return err
+		}
+		// 10 bytes are 2.5 int32s: the end counts the partial one, so a
+		// write at SeekEnd keeps it; a read of it gets 2 bytes and EOF,
+		// and the pointer stays before it.
+		if end, err := f.Seek(0, mpiio.SeekEnd); err != nil || end != 3 {
+			return fmt.Errorf("seek end of 10 bytes: %d, %v; want 3", end, err)
+		}
+		if _, err := f.Seek(2, mpiio.SeekSet); err != nil {
+			return err
+		}
+		if n, err := f.Read(make([]byte, 8)); n != 2 || !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read of the partial etype: %d, %v", n, err)
+		}
+		if p, _ := f.Position(); p != 2 {
+			return fmt.Errorf("after a partial etype: position %d, want 2", p)
+		}
+		if _, err := f.Seek(0, mpiio.SeekSet); err != nil {
 			return err
 		}
 		if _, err := f.Seek(0, 7); !errors.Is(err, mpi.ErrArg) {
