@@ -9,7 +9,10 @@
 // the file from the displacement on, and a rank's data stream is the
 // concatenation of the filetype's blocks, tile after tile. Offsets of
 // ReadAt/WriteAt and friends count etypes in that stream. The default view
-// is the whole file as bytes.
+// is the whole file as bytes. Read, Write, Seek and friends work at the
+// rank's individual file pointer, ReadShared, WriteShared, ReadOrdered and
+// friends at the file's shared pointer, which rank 0 keeps and hands out
+// over messages (docs/io.md, "File pointers").
 //
 // Independent operations (ReadAt, WriteAt, IreadAt, IwriteAt) touch only
 // the caller's bytes; many small strided pieces are read and written
