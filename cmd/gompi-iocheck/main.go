@@ -2,7 +2,7 @@
 // to runtime/mpiio across hosts. Run it under gompiexec with ranks on
 // several hosts and FILE on the shared file system to check:
 //
-//	gompiexec -hosts a:2,b:2 gompi-iocheck [-mode coll|atomic] [-block N] [-blocks N] [-H key=value]... FILE
+//	gompiexec -hosts a:2,b:2 gompi-iocheck [-mode coll|atomic|shared] [-block N] [-blocks N] [-H key=value]... FILE
 //
 // Every rank writes a rank-stamped pattern into FILE, its blocks of -block
 // bytes (default 3000: not a multiple of any page, so ranks of different
@@ -16,6 +16,10 @@
 //
 //	-mode coll    the writes are collective (WriteAtAll)
 //	-mode atomic  independent writes (WriteAt) in atomic mode (SetAtomicity)
+//	-mode shared  every rank appends -blocks records of -block bytes at the
+//	              shared file pointer (WriteShared), all ranks at once; after
+//	              Sync every rank reads the whole file and checks that each
+//	              record is there once, whole, and each rank's in its order
 //
 // A host is named by its host name and first non-loopback IPv4 address
 // (containers and network namespaces share host names).
@@ -58,7 +62,7 @@ type config struct {
 func main() {
 	cfg := config{hints: mpiio.Hints{}}
 	fs := flag.NewFlagSet("gompi-iocheck", flag.ContinueOnError)
-	fs.StringVar(&cfg.mode, "mode", "coll", "coll (WriteAtAll) or atomic (WriteAt with SetAtomicity)")
+	fs.StringVar(&cfg.mode, "mode", "coll", "coll (WriteAtAll), atomic (WriteAt with SetAtomicity) or shared (WriteShared)")
 	fs.IntVar(&cfg.block, "block", 3000, "bytes per block")
 	fs.IntVar(&cfg.blocks, "blocks", 64, "blocks per rank")
 	fs.Var(hintFlag(cfg.hints), "H", "a hint key=value for Open (repeatable)")
@@ -97,11 +101,14 @@ func main() {
 
 func (c *config) check(args []string) error {
 	if len(args) != 1 {
-		return errors.New("usage: gompi-iocheck [-mode coll|atomic] [-block N] [-blocks N] [-H key=value]... FILE")
+		return errors.New("usage: gompi-iocheck [-mode coll|atomic|shared] [-block N] [-blocks N] [-H key=value]... FILE")
 	}
 	c.path = args[0]
-	if c.mode != "coll" && c.mode != "atomic" {
-		return fmt.Errorf("-mode %q: want coll or atomic", c.mode)
+	if c.mode != "coll" && c.mode != "atomic" && c.mode != "shared" {
+		return fmt.Errorf("-mode %q: want coll, atomic or shared", c.mode)
+	}
+	if c.mode == "shared" && c.block < 16 {
+		return fmt.Errorf("-block %d: shared records need at least 16 bytes", c.block)
 	}
 	if c.block < 1 || c.blocks < 1 {
 		return fmt.Errorf("-block %d -blocks %d: both must be positive", c.block, c.blocks)
@@ -130,6 +137,9 @@ func run(ctx context.Context, comm *mpi.Comm, cfg config) (bool, error) {
 	hosts, err := mpi.AllgatherValue(comm, hostID())
 	if err != nil {
 		return false, err
+	}
+	if cfg.mode == "shared" {
+		return runShared(ctx, comm, cfg, hosts)
 	}
 	perHost, nhosts := 0, map[string]bool{}
 	for _, h := range hosts {

@@ -19,10 +19,13 @@ prints "ok" or one line per failing rank naming the first wrong offset, the
 writer's rank and host and the reader's.
 
 Usage:
-  gompiexec -hosts a:2,b:2 gompi-iocheck [-mode coll|atomic] [-block N] [-blocks N] [-H key=value]... FILE
+  gompiexec -hosts a:2,b:2 gompi-iocheck [-mode coll|atomic|shared] [-block N] [-blocks N] [-H key=value]... FILE
 
 Modes: coll writes with WriteAtAll (two-phase, block-aligned file domains); atomic
-writes with WriteAt in atomic mode (byte-range locks).
+writes with WriteAt in atomic mode (byte-range locks); shared appends -blocks records
+of -block bytes per rank at the shared file pointer (WriteShared, all ranks at once),
+and every rank then checks that each record is in FILE once, whole, in its writer's
+order.
 `
 
 // writeMan writes gompi-iocheck.1 into dir (gompi-iocheck --gen-man DIR).

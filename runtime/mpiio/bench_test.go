@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
@@ -105,6 +106,56 @@ func BenchmarkCachedWrite(b *testing.B) {
 					return f.Close()
 				})
 			}
+		})
+	}
+}
+
+// BenchmarkWriteShared: 4 in-process ranks call WriteShared (64-byte
+// records) b.N times each, all at once; calls/s counts every rank's calls.
+// "claim" is the shared pointer's round trip alone (PositionShared).
+func BenchmarkWriteShared(b *testing.B) {
+	const p = 4
+	for _, what := range []string{"write", "claim"} {
+		b.Run(what, func(b *testing.B) {
+			dir := os.Getenv("GOMPI_BENCH_DIR")
+			if dir == "" {
+				dir = b.TempDir()
+			}
+			path := filepath.Join(dir, "write-shared")
+			var start, end time.Time
+			runRanks(b, p, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeWronly|mpiio.ModeDeleteOnClose, nil)
+				if err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					b.ResetTimer()
+					start = time.Now()
+				}
+				rec := make([]byte, 64)
+				for i := 0; i < b.N; i++ {
+					if what == "write" {
+						_, err = f.WriteShared(rec)
+					} else {
+						_, err = f.PositionShared()
+					}
+					if err != nil {
+						return err
+					}
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				if c.Rank() == 0 {
+					end = time.Now()
+					b.StopTimer()
+				}
+				return f.Close()
+			})
+			b.ReportMetric(float64(p*b.N)/end.Sub(start).Seconds(), "calls/s")
 		})
 	}
 }

@@ -69,3 +69,24 @@ func SetTestSyncFail(err error) (restore func()) {
 	}
 	return func() { syncTarget = (*os.File).Sync }
 }
+
+// SetTestBeforeReset makes fn run in SetView just before the shared file
+// pointer is reset.
+func SetTestBeforeReset(fn func(rank int)) (restore func()) {
+	testBeforeReset = fn
+	return func() { testBeforeReset = nil }
+}
+
+// SharedServing reports whether f's shared file pointer service (rank 0)
+// is still running.
+func SharedServing(f *File) bool {
+	if f.shared.done == nil {
+		return false
+	}
+	select {
+	case <-f.shared.done:
+		return false
+	default:
+		return true
+	}
+}

@@ -9,7 +9,10 @@
 // the file from the displacement on, and a rank's data stream is the
 // concatenation of the filetype's blocks, tile after tile. Offsets of
 // ReadAt/WriteAt and friends count etypes in that stream. The default view
-// is the whole file as bytes.
+// is the whole file as bytes. Read, Write, Seek and friends work at the
+// rank's individual file pointer, ReadShared, WriteShared, ReadOrdered and
+// friends at the file's shared pointer, which rank 0 keeps and hands out
+// over messages (docs/io.md, "File pointers").
 //
 // Independent operations (ReadAt, WriteAt, IreadAt, IwriteAt) touch only
 // the caller's bytes; many small strided pieces are read and written
@@ -142,6 +145,13 @@ type File struct {
 	view   *view
 	views  []*view // every rank's view (collective operations)
 	atomic bool
+	// sameView: every rank has the same view (shared file pointer calls
+	// need it).
+	sameView bool
+
+	ptrMu  sync.Mutex // the individual file pointer (pointer.go)
+	ptr    int64      // in etypes of the view
+	shared *sharedPtr // the shared file pointer (shared.go)
 
 	cache *cache // node-local write-back cache, nil without one
 	// allCached: every rank has a cache, so collective writes cache each
@@ -273,10 +283,17 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	if err != nil {
 		return fail(err)
 	}
+	// The shared file pointer's own communicator: rank 0's service waits
+	// on it for the file's lifetime, unbounded by ctx (its clients' waits
+	// are bounded).
+	spComm, err := comm.Dup()
+	if err != nil {
+		return fail(err)
+	}
 	if ctx.Done() != nil {
 		dup = dup.WithContext(ctx) // a Dup does not keep the view's context
 	}
-	f := &File{ctx: ctx, comm: dup, rank: rank, path: path, mode: mode, hints: cfg}
+	f := &File{ctx: ctx, comm: dup, rank: rank, path: path, mode: mode, hints: cfg, sameView: true}
 	// Write-only files are opened read-write when permissions allow, so
 	// that sieving and two-phase writes can read-modify-write; else those
 	// are off (f.noRead).
@@ -353,6 +370,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	}
 	f.allCached = nc[0] == -1
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
+	f.shared = newSharedPtr(ctx, spComm)
 	return f, nil
 }
 
@@ -616,6 +634,11 @@ func (f *File) Close() error {
 	}
 	f.closed = true
 	err = f.agree("close", f.err("close", -1, err))
+	// Every rank is past its last shared-pointer claim: stop rank 0's
+	// service (and free its communicator if every rank got here).
+	if serr := f.shared.stop(err == nil); err == nil && serr != nil {
+		err = f.err("close", -1, serr)
+	}
 	if f.mode&ModeDeleteOnClose != 0 {
 		var derr error
 		if f.rank == 0 {

@@ -70,3 +70,63 @@ func typedReq[T mpi.Number](r *mpi.Request) *mpi.Request {
 	}()
 	return out
 }
+
+// Read is File.Read (at the individual file pointer) for a typed buffer;
+// it returns elements read.
+func Read[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.Read(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// Write is File.Write for a typed buffer.
+func Write[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.Write(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// ReadAll is File.ReadAll for a typed buffer.
+func ReadAll[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.ReadAll(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// WriteAll is File.WriteAll for a typed buffer.
+func WriteAll[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.WriteAll(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// Iread is File.Iread for a typed buffer (Status.Count in elements).
+func Iread[T mpi.Number](f *File, buf []T) *mpi.Request {
+	return typedReq[T](f.Iread(bytesOf(buf)))
+}
+
+// Iwrite is File.Iwrite for a typed buffer.
+func Iwrite[T mpi.Number](f *File, buf []T) *mpi.Request {
+	return typedReq[T](f.Iwrite(bytesOf(buf)))
+}
+
+// ReadShared is File.ReadShared (at the shared file pointer) for a typed
+// buffer.
+func ReadShared[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.ReadShared(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// WriteShared is File.WriteShared for a typed buffer.
+func WriteShared[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.WriteShared(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// ReadOrdered is File.ReadOrdered for a typed buffer.
+func ReadOrdered[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.ReadOrdered(bytesOf(buf))
+	return elems[T](n), err
+}
+
+// WriteOrdered is File.WriteOrdered for a typed buffer.
+func WriteOrdered[T mpi.Number](f *File, buf []T) (int, error) {
+	n, err := f.WriteOrdered(bytesOf(buf))
+	return elems[T](n), err
+}

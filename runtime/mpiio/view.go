@@ -1,6 +1,7 @@
 package mpiio
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"sort"
@@ -117,6 +118,13 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 			return f.err("set view", -1, fmt.Errorf("view of rank %d: %w", r, err))
 		}
 	}
+	// MPI: SetView resets the shared file pointer (and the individual
+	// ones, below). Every rank is past the allgather here, so every rank
+	// moves to the new epoch even if its drain below fails.
+	if testBeforeReset != nil {
+		testBeforeReset(f.rank)
+	}
+	f.shared.reset()
 	if f.cache != nil {
 		// Cached extents are in file offsets; the view does not matter to
 		// them, but flush so a new view sees no stale state.
@@ -124,9 +132,16 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 			return f.err("set view", -1, err)
 		}
 	}
+	same := true
+	for _, b := range all {
+		same = same && bytes.Equal(b, all[0])
+	}
+	f.ptrMu.Lock()
 	f.mu.Lock()
-	f.view, f.views = v, views
+	f.view, f.views, f.sameView = v, views, same
+	f.ptr = 0
 	f.mu.Unlock()
+	f.ptrMu.Unlock()
 	return nil
 }
 

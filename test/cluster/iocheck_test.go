@@ -73,6 +73,42 @@ func TestIOCheckOnSharedFS(t *testing.T) {
 	}
 }
 
+// TestWriteSharedOnSharedFS: 2 ranks on each of 3 hosts append records at
+// the shared file pointer (mpiio's WriteShared) into one file on the sshfs
+// share, all at once; every rank then finds each record there once, whole,
+// and each rank's in order. sshfs has no lock that binds two clients, so
+// this holds only because the pointer is claimed from rank 0 over the
+// runtime's messages. Records of 3000 bytes share pages across hosts.
+func TestWriteSharedOnSharedFS(t *testing.T) {
+	c, s, _ := shareCluster(t)
+	if binDir == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cluster binaries: %v", skipWhy)
+		}
+		t.Skip("no cluster binaries")
+	}
+	dir, err := testkit.BuildTemp("/var/tmp", "gompi-iocheck-bin-", testkit.Pkg("cmd/gompi-iocheck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	args := []string{"-hosts", c.HostList(2), "-n", "6", filepath.Join(dir, "gompi-iocheck"), "-mode", "shared", "-blocks", "150", s.Path("iocheck-shared")}
+	j := startJob(t, c, c.Client, "", args...)
+	r := j.wait(2 * time.Minute)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "gompi-iocheck: ok: 6 ranks on 3 hosts wrote 900 records") {
+		t.Fatalf("exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	t.Log(strings.TrimSpace(r.Stdout))
+	// The server's own copy, read past every client's cache.
+	b, err := os.ReadFile(s.ServerPath("iocheck-shared"))
+	if err != nil || len(b) != 900*3000 {
+		t.Fatalf("server's file: %d bytes, %v; want %d", len(b), err, 900*3000)
+	}
+	if left := testkit.WaitGone(5*time.Second, func() []int { return testkit.MarkedProcs(j.Marker) }); left != nil {
+		t.Fatalf("processes of the job still alive: %v", left)
+	}
+}
+
 // TestIOCacheReplayOnHosts: gompiexec -io-cache DIR replays, on every host
 // and before that host's ranks start, the journal a killed job's
 // node-local cache left in the host's own DIR (each host has a private
