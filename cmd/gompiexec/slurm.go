@@ -17,7 +17,9 @@ func useSlurm(o *options) bool {
 	if o.launcher == "slurm" {
 		return true
 	}
-	return o.launcher == "" && o.launcherExe == "" && inSlurmAllocation(os.Getenv)
+	// Another -rmk's hosts (or none, -rmk user) are not the allocation's:
+	// srun could not start proxies there.
+	return o.launcher == "" && o.launcherExe == "" && (o.rmk == "" || o.rmk == "slurm") && inSlurmAllocation(os.Getenv)
 }
 
 func inSlurmAllocation(getenv func(string) string) bool {
