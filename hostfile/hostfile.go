@@ -244,4 +244,3 @@ func parseCount(s string) (int, error) {
 func Localhost() []Host {
 	return []Host{{Name: "localhost", Slots: runtime.NumCPU()}}
 }
-
