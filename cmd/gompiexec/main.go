@@ -156,7 +156,9 @@ More of Hydra's variables: HYDRA_LAUNCHER or HYDRA_BOOTSTRAP (as -launcher),
 HYDRA_LAUNCHER_EXEC or HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as
 -verbose), HYDRA_ENV (all: as -genvall, else -genvnone), HYDRA_RMK (as -rmk),
 HYDRA_CKPOINT_PREFIX and HYDRA_CKPOINT_INT (as -ckpoint-prefix, -ckpoint-interval)
-apply when the option is not given. Accepted for Hydra's sake, choosing nothing here:
+apply when the option is not given. MPIEXEC_PORT_RANGE=MIN:MAX (or another of MPICH's
+port-range names) confines the ports the slurm launcher's proxies connect back to and
+Go ranks listen on, for firewalls. Accepted for Hydra's sake, choosing nothing here:
 -demux poll|select, -topolib hwloc, -disable-x (X11 is never forwarded). Default global options (config-file syntax), which the command line
 overrides, come from the first file that opens of HYDRA_CONFIG_FILE,
 ~/.mpiexec.hydra.conf, /etc/mpiexec.hydra.conf and /usr/etc/mpiexec.hydra.conf.

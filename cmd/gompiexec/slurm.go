@@ -8,6 +8,7 @@ import (
 
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/portrange"
 	"github.com/gompi/gompi/internal/netif"
 )
 
@@ -32,6 +33,11 @@ var slurmBE *launcher.Slurm
 // proxies connect back to that interface's address only.
 func slurmBackend(log *slog.Logger, iface string) (func(hostfile.Host) launcher.Backend, error) {
 	cfg := launcher.SlurmConfig{Stderr: os.Stderr, Log: log}
+	ports, err := portrange.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Ports = ports
 	if iface != "" {
 		ip, err := netif.IPv4(iface)
 		if err != nil {
