@@ -156,7 +156,9 @@ More of Hydra's variables: HYDRA_LAUNCHER or HYDRA_BOOTSTRAP (as -launcher),
 HYDRA_LAUNCHER_EXEC or HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as
 -verbose), HYDRA_ENV (all: as -genvall, else -genvnone), HYDRA_RMK (as -rmk),
 HYDRA_CKPOINT_PREFIX and HYDRA_CKPOINT_INT (as -ckpoint-prefix, -ckpoint-interval)
-apply when the option is not given. MPIEXEC_PORT_RANGE=MIN:MAX (or another of MPICH's
+apply when the option is not given; HYDRA_LAUNCHER_EXTRA_ARGS are words an rsh agent
+(-launcher-exec) gets before the host; HYDRA_LAUNCHER_AUTOFORK=0 starts this
+machine's proxy through the launcher too. MPIEXEC_PORT_RANGE=MIN:MAX (or another of MPICH's
 port-range names) confines the ports the slurm launcher's proxies connect back to and
 Go ranks listen on, for firewalls. Accepted for Hydra's sake, choosing nothing here:
 -demux poll|select, -topolib hwloc, -disable-x (X11 is never forwarded). Default global options (config-file syntax), which the command line
@@ -485,6 +487,8 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 			agent = launcher.OpenSSH()
 			agent.Agent = o.launcherExe
 		}
+		// Hydra's: words the agent gets before the host (-p 2222, -o ...).
+		agent.Args = append(agent.Args, strings.Fields(os.Getenv("HYDRA_LAUNCHER_EXTRA_ARGS"))...)
 		remote = func() launcher.Backend { return agent }
 	case o.launcher == "rsh":
 		return nil, usagef("-launcher rsh needs -launcher-exec AGENT (for example ssh or a kubectl exec wrapper)")
@@ -519,6 +523,10 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 		var be launcher.Backend
 		remote = func() launcher.Backend {
 			once.Do(func() {
+				if v := os.Getenv("HYDRA_LAUNCHER_EXTRA_ARGS"); strings.TrimSpace(v) != "" {
+					be = failedBackend{"ssh", fmt.Errorf("HYDRA_LAUNCHER_EXTRA_ARGS=%q: gompiexec's built-in SSH client takes no ssh arguments; put them in ~/.ssh/config (Port, User, IdentityFile), or pass them to OpenSSH's client with -launcher-exec ssh", v)}
+					return
+				}
 				b, err := launcher.NewSSH(cfg)
 				if err != nil {
 					be = failedBackend{"ssh", err}
@@ -530,8 +538,11 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 		}
 	}
 	local := localNames()
+	// HYDRA_LAUNCHER_AUTOFORK=0: this machine too is reached through the
+	// launcher, as any other host.
+	autofork := os.Getenv("HYDRA_LAUNCHER_AUTOFORK") == "" || envBool(os.Getenv("HYDRA_LAUNCHER_AUTOFORK"))
 	return func(h hostfile.Host) launcher.Backend {
-		if local[h.Name] && o.launcherExe == "" {
+		if local[h.Name] && o.launcherExe == "" && autofork {
 			return launcher.Fork{}
 		}
 		return remote()
