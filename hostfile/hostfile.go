@@ -244,33 +244,3 @@ func parseCount(s string) (int, error) {
 func Localhost() []Host {
 	return []Host{{Name: "localhost", Slots: runtime.NumCPU()}}
 }
-
-// FromEnvironment looks for a batch allocation: Slurm (SLURM_JOB_NODELIST or
-// SLURM_NODELIST, with SLURM_TASKS_PER_NODE), then PBS_NODEFILE. It returns
-// (nil, "", nil) when neither is present.
-func FromEnvironment(getenv func(string) string) ([]Host, string, error) {
-	nodes := getenv("SLURM_JOB_NODELIST")
-	if nodes == "" {
-		nodes = getenv("SLURM_NODELIST")
-	}
-	if nodes != "" {
-		h, err := ParseSlurm(nodes, getenv("SLURM_TASKS_PER_NODE"))
-		if err != nil {
-			if step := getenv("SLURM_STEP_ID"); step != "" {
-				// srun overwrote the job's tasks per node with the step's.
-				return nil, "slurm", fmt.Errorf("slurm allocation: %w (inside job step %s, on %s, SLURM_TASKS_PER_NODE is the step's: "+
-					"start gompiexec from the batch script or salloc's shell, or name the hosts with -hosts or -f)", err, step, getenv("SLURM_STEP_NODELIST"))
-			}
-			return nil, "slurm", fmt.Errorf("slurm allocation: %w", err)
-		}
-		return h, "slurm", nil
-	}
-	if path := getenv("PBS_NODEFILE"); path != "" {
-		h, err := ParseFile(path)
-		if err != nil {
-			return nil, "pbs", fmt.Errorf("PBS_NODEFILE: %w", err)
-		}
-		return h, "pbs", nil
-	}
-	return nil, "", nil
-}

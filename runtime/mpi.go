@@ -66,6 +66,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gompi/gompi/internal/portrange"
 	"github.com/gompi/gompi/internal/shm"
 	"github.com/gompi/gompi/pmi/client"
 )
@@ -401,8 +402,15 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 		}
 	}
 	if p.size > 1 {
-		// Listen on all interfaces; every connection is authenticated.
-		ln, err := net.Listen("tcp", ":0")
+		// Listen on all interfaces; every connection is authenticated. A
+		// firewall's port range (MPICH's variables, e.g.
+		// MPIEXEC_PORT_RANGE=50000:50100) is honoured.
+		ports, err := portrange.FromEnv(os.Getenv)
+		if err != nil {
+			p.cancel()
+			return nil, fmt.Errorf("mpi: init: %w", err)
+		}
+		ln, err := ports.Listen("")
 		if err != nil {
 			p.cancel()
 			return nil, fmt.Errorf("mpi: init: listen: %w", err)

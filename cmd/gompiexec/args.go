@@ -43,6 +43,7 @@ type options struct {
 	help, version         bool
 	segments              []segment
 	hydraOpts             // session 27's Hydra options (hydraopts.go)
+	hostOpts              // -rmk, -skip-launch-node, -order-nodes (hydraopts2.go)
 }
 
 type segment struct {
@@ -263,6 +264,9 @@ func parseArgs(args []string) (*options, error) {
 		return nil, usagef("no program given after the last options")
 	}
 	if err := hydraEnv(o, os.Getenv); err != nil {
+		return nil, err
+	}
+	if err := hydraEnv2(o, os.Getenv); err != nil {
 		return nil, err
 	}
 	if o.help || o.version {

@@ -158,6 +158,32 @@ func TestBackendFor(t *testing.T) {
 	if _, ok := pick("-launcher", "fork")("node1").(launcher.Fork); !ok {
 		t.Error("-launcher fork")
 	}
+	// Hydra's launcher variables: extra agent words before the host; no
+	// fork for this machine; extra words refused by the built-in client,
+	// for remote hosts only, saying where they go instead.
+	t.Setenv("HYDRA_LAUNCHER_EXTRA_ARGS", "-p 2222  -o LogLevel=ERROR")
+	if r, ok := pick("-launcher-exec", "ssh")("node1").(launcher.RSH); !ok ||
+		!reflect.DeepEqual(r.Args, append(launcher.OpenSSH().Args, "-p", "2222", "-o", "LogLevel=ERROR")) {
+		t.Errorf("HYDRA_LAUNCHER_EXTRA_ARGS with -launcher-exec ssh: %#v", pick("-launcher-exec", "ssh")("node1"))
+	}
+	be = pick()
+	if _, ok := be("localhost").(launcher.Fork); !ok {
+		t.Error("HYDRA_LAUNCHER_EXTRA_ARGS: localhost not forked")
+	}
+	if _, err := be("node1").Start(context.Background(), launcher.Spec{Host: "node1", Argv: []string{"x"}}); err == nil ||
+		!strings.Contains(err.Error(), "~/.ssh/config") || !strings.Contains(err.Error(), "-launcher-exec ssh") {
+		t.Errorf("HYDRA_LAUNCHER_EXTRA_ARGS with the built-in client: %v", err)
+	}
+	t.Setenv("HYDRA_LAUNCHER_EXTRA_ARGS", "")
+	t.Setenv("HYDRA_LAUNCHER_AUTOFORK", "0")
+	if _, ok := pick()("localhost").(*launcher.SSH); !ok {
+		t.Errorf("HYDRA_LAUNCHER_AUTOFORK=0: localhost %T, want the ssh client", pick()("localhost"))
+	}
+	t.Setenv("HYDRA_LAUNCHER_AUTOFORK", "1")
+	if _, ok := pick()("localhost").(launcher.Fork); !ok {
+		t.Error("HYDRA_LAUNCHER_AUTOFORK=1: localhost not forked")
+	}
+	t.Setenv("HYDRA_LAUNCHER_AUTOFORK", "")
 	// A broken ~/.ssh/config fails remote starts only, naming the problem.
 	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
 	os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte("Host a\n  Match\n\"unterminated\n"), 0o600)

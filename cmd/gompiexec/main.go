@@ -68,6 +68,10 @@ Global options:
   -hosts LIST               comma-separated hosts, "host:N" for N slots
   -ppn N                    processes per host (overrides slot counts)
   -rr                       place ranks round-robin over hosts
+  -rmk user|slurm|lsf|sge|pbs|cobalt|ll  read this resource manager's allocation
+                            (default: the first one present; user: none)
+  -skip-launch-node         place no ranks on this machine (by name or address)
+  -order-nodes ASCENDING|DESCENDING  hosts in order of their slot counts
   -genv NAME VALUE          set a variable for all ranks
   -genvall                  pass gompiexec's whole environment (default)
   -genvnone                 pass none of it (ranks get PATH, HOME, USER, ... only)
@@ -140,8 +144,9 @@ Global options:
 Environment: HYDRA_HOST_FILE (as -f), MPIEXEC_TIMEOUT (as -timeout), GOMPI_PROXY
 (as -proxy-path), GOMPI_PROXY_PERSIST (as -proxy-persist), HYDRA_BINDING,
 HYDRA_MAPPING, HYDRA_MEMBIND, HYDRA_IFACE (as -bind-to, -map-by, -membind, -iface).
-Without -f/-hosts, a Slurm or PBS allocation is used when present, else this machine
-with one slot per CPU.
+Without -f/-hosts, a Slurm, LoadLeveler, LSF, Grid Engine, PBS or Cobalt allocation
+(SLURM_JOB_NODELIST, LOADL_HOSTFILE, LSB_MCPU_HOSTS, PE_HOSTFILE, PBS_NODEFILE,
+COBALT_NODEFILE) is used when present, else this machine with one slot per CPU.
 
 Exit status: 0 when every rank exits 0; else the first failing rank's exit code, or
 128+signal when it was killed by a signal; 124 on timeout; 127 when a rank broke the
@@ -149,8 +154,14 @@ PMI protocol; 255 on launcher errors.
 
 More of Hydra's variables: HYDRA_LAUNCHER or HYDRA_BOOTSTRAP (as -launcher),
 HYDRA_LAUNCHER_EXEC or HYDRA_BOOTSTRAP_EXEC (as -launcher-exec), HYDRA_DEBUG=1 (as
--verbose), HYDRA_ENV (all: as -genvall, else -genvnone) apply when the option is not
-given. Default global options (config-file syntax), which the command line
+-verbose), HYDRA_ENV (all: as -genvall, else -genvnone), HYDRA_RMK (as -rmk),
+HYDRA_CKPOINT_PREFIX and HYDRA_CKPOINT_INT (as -ckpoint-prefix, -ckpoint-interval)
+apply when the option is not given; HYDRA_LAUNCHER_EXTRA_ARGS are words an rsh agent
+(-launcher-exec) gets before the host; HYDRA_LAUNCHER_AUTOFORK=0 starts this
+machine's proxy through the launcher too. MPIEXEC_PORT_RANGE=MIN:MAX (or another of MPICH's
+port-range names) confines the ports the slurm launcher's proxies connect back to and
+Go ranks listen on, for firewalls. Accepted for Hydra's sake, choosing nothing here:
+-demux poll|select, -topolib hwloc, -disable-x (X11 is never forwarded). Default global options (config-file syntax), which the command line
 overrides, come from the first file that opens of HYDRA_CONFIG_FILE,
 ~/.mpiexec.hydra.conf, /etc/mpiexec.hydra.conf and /usr/etc/mpiexec.hydra.conf.
 
@@ -275,6 +286,9 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	cfg.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	hosts, err := resolveHosts(o)
+	if err == nil {
+		hosts, err = arrangeHosts(o, hosts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -383,6 +397,8 @@ func resolveHosts(o *options) ([]hostfile.Host, error) {
 		file, label = os.Getenv("HYDRA_HOST_FILE"), "HYDRA_HOST_FILE: "
 	}
 	switch {
+	case file == useLocalhost:
+		return localhostOne(), nil
 	case file != "":
 		hosts, err := hostfile.ParseFile(file)
 		if err != nil && label != "" {
@@ -393,7 +409,7 @@ func resolveHosts(o *options) ([]hostfile.Host, error) {
 	case o.hosts != "":
 		return hostfile.ParseList(o.hosts)
 	}
-	hosts, _, err := hostfile.FromEnvironment(os.Getenv)
+	hosts, _, err := hostfile.FromRMK(o.rmk, os.Getenv)
 	if err != nil || hosts != nil {
 		return hosts, err
 	}
@@ -471,6 +487,8 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 			agent = launcher.OpenSSH()
 			agent.Agent = o.launcherExe
 		}
+		// Hydra's: words the agent gets before the host (-p 2222, -o ...).
+		agent.Args = append(agent.Args, strings.Fields(os.Getenv("HYDRA_LAUNCHER_EXTRA_ARGS"))...)
 		remote = func() launcher.Backend { return agent }
 	case o.launcher == "rsh":
 		return nil, usagef("-launcher rsh needs -launcher-exec AGENT (for example ssh or a kubectl exec wrapper)")
@@ -505,6 +523,10 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 		var be launcher.Backend
 		remote = func() launcher.Backend {
 			once.Do(func() {
+				if v := os.Getenv("HYDRA_LAUNCHER_EXTRA_ARGS"); strings.TrimSpace(v) != "" {
+					be = failedBackend{"ssh", fmt.Errorf("HYDRA_LAUNCHER_EXTRA_ARGS=%q: gompiexec's built-in SSH client takes no ssh arguments; put them in ~/.ssh/config (Port, User, IdentityFile), or pass them to OpenSSH's client with -launcher-exec ssh", v)}
+					return
+				}
 				b, err := launcher.NewSSH(cfg)
 				if err != nil {
 					be = failedBackend{"ssh", err}
@@ -516,8 +538,11 @@ func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host)
 		}
 	}
 	local := localNames()
+	// HYDRA_LAUNCHER_AUTOFORK=0: this machine too is reached through the
+	// launcher, as any other host.
+	autofork := os.Getenv("HYDRA_LAUNCHER_AUTOFORK") == "" || envBool(os.Getenv("HYDRA_LAUNCHER_AUTOFORK"))
 	return func(h hostfile.Host) launcher.Backend {
-		if local[h.Name] && o.launcherExe == "" {
+		if local[h.Name] && o.launcherExe == "" && autofork {
 			return launcher.Fork{}
 		}
 		return remote()

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/launcher"
+	"github.com/gompi/gompi/internal/portrange"
 	"github.com/gompi/gompi/internal/netif"
 )
 
@@ -17,7 +18,9 @@ func useSlurm(o *options) bool {
 	if o.launcher == "slurm" {
 		return true
 	}
-	return o.launcher == "" && o.launcherExe == "" && inSlurmAllocation(os.Getenv)
+	// Another -rmk's hosts (or none, -rmk user) are not the allocation's:
+	// srun could not start proxies there.
+	return o.launcher == "" && o.launcherExe == "" && (o.rmk == "" || o.rmk == "slurm") && inSlurmAllocation(os.Getenv)
 }
 
 func inSlurmAllocation(getenv func(string) string) bool {
@@ -30,6 +33,11 @@ var slurmBE *launcher.Slurm
 // proxies connect back to that interface's address only.
 func slurmBackend(log *slog.Logger, iface string) (func(hostfile.Host) launcher.Backend, error) {
 	cfg := launcher.SlurmConfig{Stderr: os.Stderr, Log: log}
+	ports, err := portrange.FromEnv(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Ports = ports
 	if iface != "" {
 		ip, err := netif.IPv4(iface)
 		if err != nil {

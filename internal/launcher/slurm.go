@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/gompi/gompi/internal/portrange"
 	"io"
 	"log/slog"
 	"net"
@@ -50,6 +51,9 @@ type SlurmConfig struct {
 	// Listen is the address proxies connect back to. Default ":0": every
 	// address, a free port.
 	Listen string
+	// Ports confines the listener's port to a firewall's range
+	// (portrange.FromEnv); its zero value leaves it to Listen's port.
+	Ports portrange.Range
 	// Advertise are the host:port addresses proxies try in order. Default:
 	// the srun node's address as Slurm gives it to tasks
 	// ($SLURM_LAUNCH_NODE_IPADDR), then every non-loopback address here.
@@ -90,7 +94,17 @@ func NewSlurm(cfg SlurmConfig) (*Slurm, error) {
 	if _, err := exec.LookPath(cfg.Srun); err != nil {
 		return nil, fmt.Errorf("slurm launcher: %s not found: %w", cfg.Srun, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	var ln net.Listener
+	var err error
+	if cfg.Ports.Any() {
+		ln, err = net.Listen("tcp", cfg.Listen)
+	} else {
+		host, _, serr := net.SplitHostPort(cfg.Listen)
+		if serr != nil {
+			return nil, fmt.Errorf("slurm launcher: listen address %q: %w", cfg.Listen, serr)
+		}
+		ln, err = cfg.Ports.Listen(host)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("slurm launcher: listen for proxies: %w", err)
 	}

@@ -3,12 +3,16 @@ package launcher
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/portrange"
 )
 
 // fakeSrun writes an srun stand-in: body runs with $hosts set to the
@@ -226,5 +230,28 @@ SLURMD_NODENAME=h2 GOMPI_TEST_FAKE_PROXY=1 "$@"`)
 	case <-be.srunDone:
 	default:
 		t.Fatal("srun still running after every proc was waited for")
+	}
+}
+
+// Behind a firewall's port range the proxies connect back to a port of it.
+func TestSlurmListenPortRange(t *testing.T) {
+	probe, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo := probe.Addr().(*net.TCPAddr).Port
+	probe.Close()
+	if lo > 65000 {
+		lo = 42000
+	}
+	r := portrange.Range{Lo: lo, Hi: lo + 7, From: "MPIEXEC_PORT_RANGE"}
+	be, err := NewSlurm(SlurmConfig{Srun: fakeSrun(t, "exit 0"), Listen: "127.0.0.1:0", Ports: r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	p := be.ln.Addr().(*net.TCPAddr).Port
+	if p < r.Lo || p > r.Hi || len(be.cfg.Advertise) != 1 || be.cfg.Advertise[0] != fmt.Sprintf("127.0.0.1:%d", p) {
+		t.Fatalf("listening on %d (range %d-%d), advertised %v", p, r.Lo, r.Hi, be.cfg.Advertise)
 	}
 }
