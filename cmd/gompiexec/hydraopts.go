@@ -408,35 +408,68 @@ func segmentEnv(o *options, cfg *mpiexec.Config, environ []string, lookup func(s
 }
 
 // notInherited is what Hydra never passes on from its own environment,
-// whatever -genvall or -genvlist say (-genv still can): its ssh and rsh
+// whatever -genvall or -genvlist say (-genv still can). Its ssh and rsh
 // launchers drop DISPLAY, since this host's display means nothing on
-// another and a login's own (ssh -X) must stay. A forked proxy, and srun's
-// proxies, have it in their own environment, which ranks start from.
+// another and a login's own (ssh -X) must stay; a forked proxy has it in
+// its own environment, which ranks start from. Its slurm launcher drops
+// instead the variables that describe a step and its task (Hydra 4's
+// list): the proxy's own, from its srun step, stay, so a rank sees
+// SLURM_PROCID, SLURM_NODEID, SLURM_TASKS_PER_NODE, ... of the proxies'
+// step, not gompiexec's (the batch script's).
 var notInherited = map[string]bool{"DISPLAY": true}
 
-// inheritable is environ without notInherited.
-func inheritable(environ []string) []string {
+var slurmNotInherited = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range []string{"SLURM_ACCOUNT", "SLURM_CPU_BIND", "SLURM_CPUS_PER_TASK", "SLURM_CONN_TYPE",
+		"SLURM_CORE_FORMAT", "SLURM_DEBUG", "SLURMD_DEBUG", "SLURM_DISABLE_STATUS", "SLURM_DISTRIBUTION",
+		"SLURM_GEOMETRY", "SLURM_LABELIO", "SLURM_MEM_BIND", "SLURM_NETWORK", "SLURM_NNODES", "SLURM_NO_ROTATE",
+		"SLURM_NPROCS", "SLURM_OVERCOMMIT", "SLURM_PARTITION", "SLURM_REMOTE_CWD", "SLURM_SRUN_COMM_IFHN",
+		"SLURM_STDERRMODE", "SLURM_STDINMODE", "SLURM_STDOUTMODE", "SLURM_TASK_EPILOG", "SLURM_TASK_PROLOG",
+		"SLURM_TIMELIMIT", "SLURM_WAIT", "SLURM_CPU_BIND_VERBOSE", "SLURM_CPU_BIND_TYPE", "SLURM_CPU_BIND_LIST",
+		"SLURM_CPUS_ON_NODE", "SLURM_JOBID", "SLURM_LAUNCH_NODE_IPADDR", "SLURM_LOCALID", "SLURM_MEM_BIND_VERBOSE",
+		"SLURM_MEM_BIND_TYPE", "SLURM_MEM_BIND_LIST", "SLURM_NODEID", "SLURM_NODELIST", "SLURM_PROCID",
+		"SLURM_TASKS_PER_NODE", "MAX_TASKS_PER_NODE", "SLURM_HOSTFILE"} {
+		m[k] = true
+	}
+	return m
+}()
+
+// excluded is what this job's launcher does not pass on.
+func excluded(o *options) map[string]bool {
+	if useSlurm(o) {
+		return slurmNotInherited
+	}
+	return notInherited
+}
+
+// inheritable is environ without what o's launcher does not pass on.
+func inheritable(o *options, environ []string) []string {
+	skip := excluded(o)
 	out := make([]string, 0, len(environ))
 	for _, kv := range environ {
-		if k, _, _ := strings.Cut(kv, "="); !notInherited[k] {
+		if k, _, _ := strings.Cut(kv, "="); !skip[k] {
 			out = append(out, kv)
 		}
 	}
 	return out
 }
 
-// lookupInheritable is os.LookupEnv for what ranks may inherit.
-func lookupInheritable(k string) (string, bool) {
-	if notInherited[k] {
-		return "", false
+// lookupInheritable is os.LookupEnv for what ranks may inherit under o's
+// launcher.
+func lookupInheritable(o *options) func(k string) (string, bool) {
+	skip := excluded(o)
+	return func(k string) (string, bool) {
+		if skip[k] {
+			return "", false
+		}
+		return os.LookupEnv(k)
 	}
-	return os.LookupEnv(k)
 }
 
 // hydraConfig carries this file's options into cfg (after buildConfig has
 // set the segments, hosts and global environment).
 func hydraConfig(o *options, cfg *mpiexec.Config) error {
-	segmentEnv(o, cfg, inheritable(os.Environ()), lookupInheritable)
+	segmentEnv(o, cfg, inheritable(o, os.Environ()), lookupInheritable(o))
 	cfg.Output = mpiexec.OutputConfig{OutFile: o.outFile, ErrFile: o.errFile, Prepend: o.prependPat}
 	if o.outputFrom >= 0 {
 		size := 0

@@ -346,13 +346,13 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 
 	switch o.envMode {
 	case "all":
-		cfg.Env = inheritable(os.Environ())
+		cfg.Env = inheritable(o, os.Environ())
 	case "none":
 		cfg.EnvNone = true
 	case "list":
 		cfg.EnvNone = true
 		for _, k := range o.envList {
-			if v, ok := lookupInheritable(k); ok {
+			if v, ok := lookupInheritable(o)(k); ok {
 				cfg.Env = append(cfg.Env, k+"="+v)
 			}
 		}
