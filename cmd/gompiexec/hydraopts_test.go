@@ -72,6 +72,15 @@ func TestParseHydraOptionErrors(t *testing.T) {
 		{[]string{"-usize", "0", "app"}, "want SYSTEM, INFINITE or a number"},
 		{[]string{"-usize", "system", "app"}, "want SYSTEM"}, // Hydra's values are upper case
 		{[]string{"-usize", "3", "-usize", "4", "app"}, "duplicate setting: -usize"},
+		// A second host list, say one per MPMD segment as Open MPI takes
+		// it, used to replace the first for the whole job: the first
+		// segment's ranks silently ran on the second's hosts. Hydra
+		// refuses it ("duplicate host file or host list setting").
+		{[]string{"-n", "2", "-hosts", "n3", "a", ":", "-n", "2", "-hosts", "n1,n2", "b"}, "duplicate setting: -hosts"},
+		{[]string{"-hosts", "a", "-hosts", "b", "app"}, "duplicate setting: -hosts"},
+		{[]string{"-f", "h1", "-machinefile", "h2", "app"}, "duplicate setting: -machinefile"},
+		{[]string{"-hosts", "a", "-f", "h", "app"}, "duplicate setting: -f"},
+		{[]string{"-n", "1", "-ppn", "1", "a", ":", "-n", "2", "-ppn", "2", "b"}, "duplicate setting: -ppn"},
 		{[]string{"-n", "1", "-envnone"}, "no program given after the last options"},
 		{[]string{"-configfile", "/nonexistent/cf"}, "/nonexistent/cf"},
 	}
