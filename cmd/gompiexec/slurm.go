@@ -30,6 +30,11 @@ var slurmBE *launcher.Slurm
 // proxies connect back to that interface's address only.
 func slurmBackend(log *slog.Logger, iface string) (func(hostfile.Host) launcher.Backend, error) {
 	cfg := launcher.SlurmConfig{Stderr: os.Stderr, Log: log}
+	ports, err := portRange(os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Ports = ports
 	if iface != "" {
 		ip, err := netif.IPv4(iface)
 		if err != nil {
@@ -44,6 +49,23 @@ func slurmBackend(log *slog.Logger, iface string) (func(hostfile.Host) launcher.
 	slurmBE = be
 	log.Debug("launcher chosen", "launcher", "slurm", "job", os.Getenv("SLURM_JOB_ID"))
 	return func(hostfile.Host) launcher.Backend { return be }, nil
+}
+
+// portRangeVars are where Hydra looks for the port range of its
+// connect-back listener, first set wins (MPICH's CVAR and its aliases).
+var portRangeVars = []string{"MPIR_CVAR_CH3_PORT_RANGE", "MPIR_PARAM_CH3_PORT_RANGE", "MPICH_CH3_PORT_RANGE",
+	"MPIR_CVAR_PORTRANGE", "MPIR_CVAR_PORT_RANGE", "MPIR_PARAM_PORTRANGE", "MPIR_PARAM_PORT_RANGE",
+	"MPICH_PORTRANGE", "MPICH_PORT_RANGE", "MPIEXEC_PORTRANGE", "MPIEXEC_PORT_RANGE"}
+
+// portRange is the range the slurm launcher's listener takes its port
+// from, nil when none is set.
+func portRange(getenv func(string) string) (*launcher.PortRange, error) {
+	for _, k := range portRangeVars {
+		if v := getenv(k); v != "" {
+			return launcher.ParsePortRange(k, v)
+		}
+	}
+	return nil, nil
 }
 
 func closeSlurm() {

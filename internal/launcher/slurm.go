@@ -50,6 +50,10 @@ type SlurmConfig struct {
 	// Listen is the address proxies connect back to. Default ":0": every
 	// address, a free port.
 	Listen string
+	// Ports, when set, is the range the listener's port is taken from
+	// (the first free one), in place of Listen's port: Hydra's
+	// MPIEXEC_PORT_RANGE, for firewalls that open only those.
+	Ports *PortRange
 	// Advertise are the host:port addresses proxies try in order. Default:
 	// the srun node's address as Slurm gives it to tasks
 	// ($SLURM_LAUNCH_NODE_IPADDR), then every non-loopback address here.
@@ -90,7 +94,7 @@ func NewSlurm(cfg SlurmConfig) (*Slurm, error) {
 	if _, err := exec.LookPath(cfg.Srun); err != nil {
 		return nil, fmt.Errorf("slurm launcher: %s not found: %w", cfg.Srun, err)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := listen(cfg.Listen, cfg.Ports)
 	if err != nil {
 		return nil, fmt.Errorf("slurm launcher: listen for proxies: %w", err)
 	}
