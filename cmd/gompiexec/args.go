@@ -269,6 +269,9 @@ func parseArgs(args []string) (*options, error) {
 	if err := p.parse(args); err != nil {
 		return nil, err
 	}
+	if o.hostfile == "" && o.hosts == "" {
+		o.hostfile, o.hosts = p.defHostfile, p.defHosts
+	}
 	if o.configFile != "" {
 		if err := p.configFile(); err != nil {
 			return nil, err

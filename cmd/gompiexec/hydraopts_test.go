@@ -169,6 +169,34 @@ func TestHydraConfigFileDefaults(t *testing.T) {
 	}
 }
 
+// TestHydraConfigFileHosts: a default config file's host list (say a site's
+// "-f /etc/mpi/hosts") yields to the command line's -hosts or -f, as under
+// Hydra, instead of making every such command line "both -f and -hosts".
+func TestHydraConfigFileHosts(t *testing.T) {
+	for _, tc := range []struct {
+		conf     string
+		args     []string
+		hostfile string
+		hosts    string
+		ppn      int
+	}{
+		{"-f /site/hosts\n", []string{"-hosts", "a:2", "app"}, "", "a:2", 0},
+		{"-hosts a,b\n", []string{"-f", "h", "app"}, "h", "", 0},
+		{"-hosts a,b -ppn 2\n", []string{"-ppn", "3", "app"}, "", "a,b", 3},
+		{"-hosts a,b\n", []string{"app"}, "", "a,b", 0},
+	} {
+		t.Setenv("HYDRA_CONFIG_FILE", writeConf(t, tc.conf))
+		o, err := parseArgs(tc.args)
+		if err != nil {
+			t.Errorf("%q then %v: %v", tc.conf, tc.args, err)
+			continue
+		}
+		if o.hostfile != tc.hostfile || o.hosts != tc.hosts || o.ppn != tc.ppn {
+			t.Errorf("%q then %v: -f %q -hosts %q -ppn %d, want %q %q %d", tc.conf, tc.args, o.hostfile, o.hosts, o.ppn, tc.hostfile, tc.hosts, tc.ppn)
+		}
+	}
+}
+
 // TestDefaultConfigFiles: as Hydra (checked with mpiexec.hydra 4.0.2 and
 // its get_parameters.c), the defaults come from the first file that opens
 // of HYDRA_CONFIG_FILE, ~/.mpiexec.hydra.conf and the system file; one
