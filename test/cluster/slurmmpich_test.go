@@ -3,6 +3,8 @@ package cluster_test
 import (
 	"fmt"
 	"net"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,4 +60,35 @@ func TestSlurmPortRange(t *testing.T) {
 	if want := fmt.Sprintf("MPIEXEC_PORT_RANGE %d:%d", port, port); r.Code == 0 || !strings.Contains(r.Stderr, want) {
 		t.Fatalf("range busy: exit %d, want a failure naming %q; stderr:\n%s", r.Code, want, r.Stderr)
 	}
+}
+
+// TestSlurmMPICH runs an MPICH program under the slurm launcher (salloc,
+// no -hosts): each rank on its node of the allocation, MPI_COMM_TYPE_SHARED
+// the ranks of that node, messages across all of them; then MPI_Abort on
+// the last node ends the job with its code and leaves nothing behind.
+func TestSlurmMPICH(t *testing.T) {
+	c, s := slurmSetup(t)
+	if mpiccErr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(mpiccErr)
+		}
+		t.Skip(mpiccErr)
+	}
+	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=2"}, bin("place"))
+	r := j.wait(90 * time.Second)
+	want := []string{"size 6 sum 15 ring 6"}
+	for rk := 0; rk < 6; rk++ {
+		want = append(want, fmt.Sprintf("rank %d at %s shared [%d,%d] universe -1 appnum 0", rk, c.Hosts[rk/2].Identity, rk/2*2, rk/2*2+1))
+	}
+	if got := strings.Split(strings.TrimSpace(r.Stdout), "\n"); r.Code != 0 || !slices.Equal(got, want) {
+		t.Fatalf("exit %d, got\n%s\nwant\n%s\nstderr:\n%s", r.Code, r.Stdout, strings.Join(want, "\n"), r.Stderr)
+	}
+	j.assertNoLeftovers(10 * time.Second)
+	// MPI_Abort on the third node while the others wait in MPI_Barrier.
+	j = startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=2"}, bin("fail"), "abort", "4")
+	r = j.wait(90 * time.Second)
+	if want := "rank 4 on " + c.Hosts[2].Name + " called abort with exit code 7"; r.Code != 7 || !strings.Contains(r.Stderr, want) {
+		t.Fatalf("abort: exit %d, want 7 and %q; stderr:\n%s", r.Code, want, r.Stderr)
+	}
+	j.assertNoLeftovers(10 * time.Second)
 }
