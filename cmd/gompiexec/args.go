@@ -135,11 +135,27 @@ func init() {
 		s.n, s.nSet = n, true
 		return nil
 	}}, "n", "np")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.hostfile = v[0]; return nil }},
-		"f", "hostfile", "machinefile")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error { o.hosts = v[0]; return nil }},
-		"hosts", "host", "hostlist", "machine", "machines", "machinelist")
-	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) { o.ppn, err = intArg("ppn", v[0], 1); return }}, "ppn")
+	// The host list and -ppn are the job's, once, as Hydra's: a second
+	// one (say per MPMD segment, as Open MPI reads it) would otherwise
+	// silently replace the first for every segment.
+	for _, n := range []string{"f", "hostfile", "machinefile"} {
+		alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+			o.hostfile = v[0]
+			return o.once("-f or -hosts", n)
+		}}, n)
+	}
+	for _, n := range []string{"hosts", "host", "hostlist", "machine", "machines", "machinelist"} {
+		alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+			o.hosts = v[0]
+			return o.once("-f or -hosts", n)
+		}}, n)
+	}
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) (err error) {
+		if o.ppn, err = intArg("ppn", v[0], 1); err != nil {
+			return err
+		}
+		return o.once("ppn", "ppn")
+	}}, "ppn")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error { o.roundRobin = true; return nil }}, "rr")
 	alias(optSpec{2, false, func(o *options, _ *segment, v []string) error {
 		kv, err := envPair("genv", v)
@@ -253,6 +269,9 @@ func parseArgs(args []string) (*options, error) {
 	}
 	if err := p.parse(args); err != nil {
 		return nil, err
+	}
+	if o.hostfile == "" && o.hosts == "" {
+		o.hostfile, o.hosts = p.defHostfile, p.defHosts
 	}
 	if o.configFile != "" {
 		if err := p.configFile(); err != nil {

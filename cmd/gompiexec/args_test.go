@@ -86,7 +86,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{[]string{"-n", "2"}, "no program given"},
 		{[]string{"-launcher", "pigeon", "app"}, "known launchers"},
 		{[]string{"-timeout", "soon", "app"}, "want seconds"},
-		{[]string{"-f", "h", "-hosts", "a", "app"}, "either -f or -hosts"},
+		{[]string{"-f", "h", "-hosts", "a", "app"}, "duplicate setting: -hosts (-f or -hosts is already set)"},
 		{[]string{"-l=yes", "app"}, "takes no value"},
 		{[]string{"-ssh-accept-new=1", "app"}, "takes no value"},
 		{[]string{"-ssh-connect-timeout", "0", "app"}, "more than 0"},

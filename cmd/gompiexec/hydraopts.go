@@ -141,6 +141,9 @@ type parser struct {
 	seg        *segment
 	globalOnly string // non-empty: where global options only are allowed (HYDRA_CONFIG_FILE)
 	inConfig   bool   // reading -configfile
+	// The default config file's host list, held aside: the command
+	// line's -f or -hosts replaces either (Hydra ignores the file's then).
+	defHostfile, defHosts string
 }
 
 // parse reads one command line (or one line of a config file).
@@ -321,6 +324,8 @@ func (p *parser) defaults(path, label string) error {
 		}
 	}
 	p.globalOnly = ""
+	p.defHostfile, p.defHosts = p.o.hostfile, p.o.hosts
+	p.o.hostfile, p.o.hosts = "", ""
 	p.o.seen = map[string]bool{}
 	p.o.envModeSet = false
 	return nil

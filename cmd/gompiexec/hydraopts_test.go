@@ -77,6 +77,15 @@ func TestParseHydraOptionErrors(t *testing.T) {
 		{[]string{"-usize", "0", "app"}, "want SYSTEM, INFINITE or a number"},
 		{[]string{"-usize", "system", "app"}, "want SYSTEM"}, // Hydra's values are upper case
 		{[]string{"-usize", "3", "-usize", "4", "app"}, "duplicate setting: -usize"},
+		// A second host list, say one per MPMD segment as Open MPI takes
+		// it, used to replace the first for the whole job: the first
+		// segment's ranks silently ran on the second's hosts. Hydra
+		// refuses it ("duplicate host file or host list setting").
+		{[]string{"-n", "2", "-hosts", "n3", "a", ":", "-n", "2", "-hosts", "n1,n2", "b"}, "duplicate setting: -hosts"},
+		{[]string{"-hosts", "a", "-hosts", "b", "app"}, "duplicate setting: -hosts"},
+		{[]string{"-f", "h1", "-machinefile", "h2", "app"}, "duplicate setting: -machinefile"},
+		{[]string{"-hosts", "a", "-f", "h", "app"}, "duplicate setting: -f"},
+		{[]string{"-n", "1", "-ppn", "1", "a", ":", "-n", "2", "-ppn", "2", "b"}, "duplicate setting: -ppn"},
 		{[]string{"-n", "1", "-envnone"}, "no program given after the last options"},
 		{[]string{"-configfile", "/nonexistent/cf"}, "/nonexistent/cf"},
 	}
@@ -161,6 +170,34 @@ func TestHydraConfigFileDefaults(t *testing.T) {
 		t.Setenv("HYDRA_CONFIG_FILE", writeConf(t, text))
 		if _, err := parseArgs([]string{"app"}); err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "HYDRA_CONFIG_FILE") {
 			t.Errorf("%q: got %v, want %q", text, err, want)
+		}
+	}
+}
+
+// TestHydraConfigFileHosts: a default config file's host list (say a site's
+// "-f /etc/mpi/hosts") yields to the command line's -hosts or -f, as under
+// Hydra, instead of making every such command line "both -f and -hosts".
+func TestHydraConfigFileHosts(t *testing.T) {
+	for _, tc := range []struct {
+		conf     string
+		args     []string
+		hostfile string
+		hosts    string
+		ppn      int
+	}{
+		{"-f /site/hosts\n", []string{"-hosts", "a:2", "app"}, "", "a:2", 0},
+		{"-hosts a,b\n", []string{"-f", "h", "app"}, "h", "", 0},
+		{"-hosts a,b -ppn 2\n", []string{"-ppn", "3", "app"}, "", "a,b", 3},
+		{"-hosts a,b\n", []string{"app"}, "", "a,b", 0},
+	} {
+		t.Setenv("HYDRA_CONFIG_FILE", writeConf(t, tc.conf))
+		o, err := parseArgs(tc.args)
+		if err != nil {
+			t.Errorf("%q then %v: %v", tc.conf, tc.args, err)
+			continue
+		}
+		if o.hostfile != tc.hostfile || o.hosts != tc.hosts || o.ppn != tc.ppn {
+			t.Errorf("%q then %v: -f %q -hosts %q -ppn %d, want %q %q %d", tc.conf, tc.args, o.hostfile, o.hosts, o.ppn, tc.hostfile, tc.hosts, tc.ppn)
 		}
 	}
 }

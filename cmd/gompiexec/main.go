@@ -61,7 +61,7 @@ Output, config file and universe (Hydra's):
   -output-from R            show (or write) only rank R's output
   -configfile F             MPMD segments from F, one command line per line: options and
                             program split at blanks (no quoting), # starts a comment
-  -usize SYSTEM|INFINITE|N  what MPI_UNIVERSE_SIZE says: all slots, unset (default), N
+  -usize SYSTEM|INFINITE|N  what MPI_UNIVERSE_SIZE says: slots of the hosts used, unset (default), N
 
 Global options:
   -f, -hostfile, -machinefile FILE   host file (MPICH "host:N" or Open MPI "host slots=N")

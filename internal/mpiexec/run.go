@@ -111,7 +111,7 @@ type Config struct {
 	// pattern (route.go).
 	Output OutputConfig
 	// Universe is what PMI get_universe_size reports (-usize): n > 0, or
-	// UniverseSystem (the allocation's slots); 0 and UniverseInfinite
+	// UniverseSystem (the slots of the hosts given ranks); 0 and UniverseInfinite
 	// report -1, and MPICH then leaves MPI_UNIVERSE_SIZE unset, as under
 	// Hydra's default -usize INFINITE.
 	Universe int
@@ -170,16 +170,18 @@ func (c *Config) validate() error {
 	return nil
 }
 
-// universeSize is what get_universe_size answers.
-func (c *Config) universeSize() int {
+// universeSize is what get_universe_size answers. SYSTEM counts, as
+// Hydra's proxies do, the slots of the hosts that received ranks (used,
+// hosts of the layout), not of every host listed.
+func (c *Config) universeSize(used []hostfile.Host) int {
 	switch {
 	case c.Universe > 0:
 		return c.Universe
 	case c.Universe == UniverseSystem && c.Place.PPN > 0:
-		return c.Place.PPN * len(c.Hosts)
+		return c.Place.PPN * len(used)
 	case c.Universe == UniverseSystem:
 		n := 0
-		for _, h := range c.Hosts {
+		for _, h := range used {
 			n += h.Slots
 		}
 		return n
@@ -325,7 +327,7 @@ func (j *job) run(ctx context.Context) (int, error) {
 	defer cancel()
 	j.ctx = ctx
 	mapping, _ := j.layout.ProcessMapping()
-	universe := cfg.universeSize()
+	universe := cfg.universeSize(j.layout.Hosts)
 	apps := make([]control.App, len(cfg.Segments))
 	for i, s := range cfg.Segments {
 		apps[i] = control.App{Argv: s.Argv, Path: s.Path, Env: s.Env, Wdir: s.Wdir,

@@ -96,7 +96,7 @@ func TestMain(m *testing.M) {
 	if _, err := exec.LookPath("mpicc"); err != nil {
 		mpiccErr = fmt.Errorf("mpicc not found (run test/setup.sh as root to install mpich and libmpich-dev)")
 	} else {
-		for name, src := range map[string]string{"hostring": "progs/hostring.c", "abort": "../mpich/progs/abort.c"} {
+		for name, src := range map[string]string{"hostring": "progs/hostring.c", "place": "progs/place.c", "fail": "progs/fail.c", "abort": "../mpich/progs/abort.c"} {
 			if out, err := exec.Command("mpicc", "-O2", "-o", bin(name), src).CombinedOutput(); err != nil {
 				mpiccErr = fmt.Errorf("mpicc %s: %v\n%s", src, err, out)
 			}

@@ -228,8 +228,8 @@ func TestAcrossProxies(t *testing.T) {
 
 // TestMPICHUniverseSize: -usize decides what MPI_UNIVERSE_SIZE says, as
 // under Hydra (GOMPI_MPIEXEC=mpiexec.hydra runs the same cases there):
-// INFINITE, the default, leaves it unset; SYSTEM is the slots (-ppn's
-// count per host when given).
+// INFINITE, the default, leaves it unset; SYSTEM is the slots of the hosts
+// that get ranks (-ppn's count per host when given).
 func TestMPICHUniverseSize(t *testing.T) {
 	needSetup(t)
 	for _, tc := range []struct {
@@ -241,6 +241,11 @@ func TestMPICHUniverseSize(t *testing.T) {
 		{[]string{"-usize", "SYSTEM", "-hosts", "localhost:5"}, "universe 5\n"},
 		{[]string{"-usize", "SYSTEM", "-hosts", "localhost:5", "-ppn", "3"}, "universe 3\n"},
 		{[]string{"-usize", "7"}, "universe 7\n"},
+		// Over several hosts, Hydra counts the slots of the hosts that
+		// get ranks (its proxies' core counts), not of every host listed:
+		// both ranks fit on a's one slot and b's four.
+		{[]string{"-launcher", "fork", "-usize", "SYSTEM", "-hosts", "a:1,b:4,c:2"}, "universe 5\n"},
+		{[]string{"-launcher", "fork", "-usize", "SYSTEM", "-hosts", "a:3,b:1,c", "-ppn", "2"}, "universe 2\n"},
 	} {
 		r := launch(t, append(tc.args, "-n", "2", prog("mpmd"))...)
 		if r.code != 0 || strings.Count(r.out, tc.want) != 2 {
