@@ -259,7 +259,14 @@ func runJob(args []string) (int, error) {
 	ctx := context.Background()
 	sigs := make(chan os.Signal, 8)
 	// SIGQUIT (Ctrl-\) is forwarded as Hydra does, not Go's stack dump.
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	// A signal ignored when gompiexec started stays ignored: nohup's
+	// SIGHUP, or SIGINT and SIGQUIT of a shell script's background job,
+	// are meant to leave the job running (Go's Notify would catch them).
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2} {
+		if !signal.Ignored(sig) {
+			signal.Notify(sigs, sig)
+		}
+	}
 	cfg.Signals = sigs
 	defer closeSlurm()
 	return mpiexec.Run(ctx, *cfg)

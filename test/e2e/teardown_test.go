@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -293,5 +294,32 @@ func TestProxyExitLosesNoOutput(t *testing.T) {
 		if r.Code != 0 || len(r.Stdout) != 2*each {
 			t.Fatalf("job %d: exit %d, %d bytes of output, want %d; stderr %s", i, r.Code, len(r.Stdout), 2*each, r.Stderr)
 		}
+	}
+}
+
+// `nohup gompiexec ...` (and a shell's background jobs, whose SIGINT and
+// SIGQUIT are ignored) keeps what it was started ignoring ignored: a
+// hangup must not end the job, as it does not end mpiexec.hydra's.
+func TestIgnoredSignalsStayIgnored(t *testing.T) {
+	for _, tc := range []struct {
+		trap string
+		sig  syscall.Signal
+	}{{"HUP", syscall.SIGHUP}, {"INT", syscall.SIGINT}} {
+		t.Run(tc.trap, func(t *testing.T) {
+			marker := testkit.NewMarker("gompi-test")
+			// trap '' SIG is what nohup (SIGHUP) and sh's & (SIGINT) do.
+			script := fmt.Sprintf(`trap '' %s; exec "$@"`, tc.trap)
+			j := &job{Job: testkit.NewJob(marker, "", "/bin/sh", "-c", script, "sh", bin("gompiexec"),
+				"-genv", testkit.MarkerVar, marker, "-n", "2", bin("rankprog"), "sleep", "1500ms"), t: t}
+			t.Cleanup(func() { testkit.KillMarked(marker) })
+			j.startJob()
+			j.waitRanks(2)
+			syscall.Kill(j.Cmd.Process.Pid, tc.sig)
+			r := j.wait(20 * time.Second)
+			if r.Code != 0 || strings.Contains(r.Stderr, "BAD TERMINATION") {
+				t.Fatalf("SIG%s was ignored when gompiexec started; exit %d, stderr %s", tc.trap, r.Code, r.Stderr)
+			}
+			j.assertNoLeftovers(2 * time.Second)
+		})
 	}
 }
