@@ -282,7 +282,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		PMIPort:           o.pmiPort,
 		PMITrace:          o.pmiTrace || os.Getenv("GOMPI_PMI_TRACE") != "",
 		IOCacheDirs:       o.ioCache,
-		Stdin:             os.Stdin,
+		Stdin:             jobStdin(),
 		Stdout:            os.Stdout,
 		Stderr:            os.Stderr,
 	}

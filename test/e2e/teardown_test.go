@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -321,5 +322,32 @@ func TestIgnoredSignalsStayIgnored(t *testing.T) {
 			}
 			j.assertNoLeftovers(2 * time.Second)
 		})
+	}
+}
+
+// A job started in the background of an interactive shell (`gompiexec
+// ... &` at a prompt) runs to its end: reading the terminal for rank 0's
+// stdin would stop it (SIGTTIN, "Stopped (tty input)") until `fg`, where
+// mpiexec.hydra's job completes. Its stdin waits until it is brought to
+// the foreground.
+func TestBackgroundJobOnTerminal(t *testing.T) {
+	scriptBin, err := exec.LookPath("script")
+	if err != nil {
+		t.Fatalf("util-linux script (a pseudo-terminal for the shell) is missing: %v", err)
+	}
+	marker := testkit.NewMarker("gompi-test")
+	t.Cleanup(func() { testkit.KillMarked(marker) })
+	sh := filepath.Join(t.TempDir(), "bg.sh")
+	body := fmt.Sprintf("set -m\n%s -genv %s %s -n 2 %s sleep 300ms &\nsleep 3\njobs -l\nkill %%1 2>/dev/null\n",
+		bin("gompiexec"), testkit.MarkerVar, marker, bin("rankprog"))
+	if err := os.WriteFile(sh, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, scriptBin, "-qc", "bash "+sh, "/dev/null").CombinedOutput()
+	got := strings.ReplaceAll(string(out), "\r", "")
+	if err != nil || !strings.Contains(got, "Done") || strings.Contains(got, "Stopped") || strings.Count(got, "ready") != 2 {
+		t.Fatalf("background job on a terminal (%v):\n%s", err, got)
 	}
 }
