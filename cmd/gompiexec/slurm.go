@@ -8,8 +8,8 @@ import (
 
 	"github.com/gompi/gompi/hostfile"
 	"github.com/gompi/gompi/internal/launcher"
-	"github.com/gompi/gompi/internal/portrange"
 	"github.com/gompi/gompi/internal/netif"
+	"github.com/gompi/gompi/internal/portrange"
 )
 
 // useSlurm: -launcher slurm, or no launcher chosen inside a Slurm
