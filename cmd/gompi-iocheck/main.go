@@ -239,20 +239,11 @@ func run(ctx context.Context, comm *mpi.Comm, cfg config) (bool, error) {
 	if err := f.Close(); err != nil {
 		return false, err
 	}
-	reports, err := mpi.GatherValue(comm, report, 0)
-	if err != nil {
-		return false, err
-	}
-	oks, err := mpi.AllreduceValue(comm, report == "", func(a, b bool) bool { return a && b })
+	oks, err := verdict(comm, report)
 	if err != nil {
 		return false, err
 	}
 	if r == 0 {
-		for _, s := range reports {
-			if s != "" {
-				fmt.Println("gompi-iocheck:", s)
-			}
-		}
 		if oks {
 			by := "a rank on another host"
 			switch {
@@ -263,6 +254,25 @@ func run(ctx context.Context, comm *mpi.Comm, cfg config) (bool, error) {
 			}
 			fmt.Printf("gompi-iocheck: ok: %d ranks on %d hosts wrote %d bytes to %s (%s); every byte verified by %s; %d aggregators\n",
 				p, len(nhosts), n*int64(p), cfg.path, cfg.mode, by, naggs)
+		}
+	}
+	return oks, nil
+}
+
+// verdict (collective): rank 0 prints every rank's report of what it found
+// wrong; true when no rank found anything.
+func verdict(comm *mpi.Comm, report string) (bool, error) {
+	reports, err := mpi.GatherValue(comm, report, 0)
+	if err != nil {
+		return false, err
+	}
+	oks, err := mpi.AllreduceValue(comm, report == "", func(a, b bool) bool { return a && b })
+	if err != nil {
+		return false, err
+	}
+	for _, s := range reports { // rank 0's only
+		if s != "" {
+			fmt.Println("gompi-iocheck:", s)
 		}
 	}
 	return oks, nil

@@ -67,20 +67,11 @@ func runShared(ctx context.Context, comm *mpi.Comm, cfg config, hosts []string) 
 	if err := f.Close(); err != nil {
 		return false, err
 	}
-	reports, err := mpi.GatherValue(comm, report, 0)
-	if err != nil {
-		return false, err
-	}
-	oks, err := mpi.AllreduceValue(comm, report == "", func(a, b bool) bool { return a && b })
+	oks, err := verdict(comm, report)
 	if err != nil {
 		return false, err
 	}
 	if r == 0 {
-		for _, s := range reports {
-			if s != "" {
-				fmt.Println("gompi-iocheck:", s)
-			}
-		}
 		nh := map[string]bool{}
 		for _, h := range hosts {
 			nh[h] = true

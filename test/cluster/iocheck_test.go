@@ -21,17 +21,7 @@ import (
 // collective buffering off (independent, sieved writes).
 func TestIOCheckOnSharedFS(t *testing.T) {
 	c, s, _ := shareCluster(t)
-	if binDir == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no cluster binaries: %v", skipWhy)
-		}
-		t.Skip("no cluster binaries")
-	}
-	dir, err := testkit.BuildTemp("/var/tmp", "gompi-iocheck-bin-", testkit.Pkg("cmd/gompi-iocheck"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := iocheckBin(t)
 	iocheck := filepath.Join(dir, "gompi-iocheck")
 	for _, tc := range []struct {
 		name string
@@ -81,17 +71,7 @@ func TestIOCheckOnSharedFS(t *testing.T) {
 // runtime's messages. Records of 3000 bytes share pages across hosts.
 func TestWriteSharedOnSharedFS(t *testing.T) {
 	c, s, _ := shareCluster(t)
-	if binDir == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no cluster binaries: %v", skipWhy)
-		}
-		t.Skip("no cluster binaries")
-	}
-	dir, err := testkit.BuildTemp("/var/tmp", "gompi-iocheck-bin-", testkit.Pkg("cmd/gompi-iocheck"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
+	dir := iocheckBin(t)
 	args := []string{"-hosts", c.HostList(2), "-n", "6", filepath.Join(dir, "gompi-iocheck"), "-mode", "shared", "-blocks", "150", s.Path("iocheck-shared")}
 	j := startJob(t, c, c.Client, "", args...)
 	r := j.wait(2 * time.Minute)
@@ -148,4 +128,22 @@ func TestIOCacheReplayOnHosts(t *testing.T) {
 	if strings.Contains(r.Stdout, journal.JournalSuffix) {
 		t.Errorf("a journal is left after the replay:\n%s", r.Stdout)
 	}
+}
+
+// iocheckBin builds gompi-iocheck where every host sees it (removed at the
+// test's end).
+func iocheckBin(t *testing.T) string {
+	t.Helper()
+	if binDir == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no cluster binaries: %v", skipWhy)
+		}
+		t.Skip("no cluster binaries")
+	}
+	dir, err := testkit.BuildTemp("/var/tmp", "gompi-iocheck-bin-", testkit.Pkg("cmd/gompi-iocheck"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
