@@ -183,6 +183,10 @@ func startJob(t *testing.T, c *cluster.Cluster, cl *cluster.Client, stdin string
 	full = append(full, args...)
 	j := &job{Job: testkit.NewJob(marker, stdin, bin("gompiexec"), full...), t: t, c: c}
 	j.Cmd.Env = append(j.Cmd.Env, cl.Env()...)
+	// -wdir is a program segment's own (as Hydra's): later MPMD segments
+	// run where gompiexec does, which must be on the shared filesystem too
+	// (the test's own directory may be in /tmp, private to each host).
+	j.Cmd.Dir = binDir
 	// Pdeathsig: if the test binary dies, so does the job (its hosts are
 	// then cleaned by the next cluster.New).
 	j.Cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
