@@ -77,6 +77,7 @@ func TestMPICHPlacementAcrossHosts(t *testing.T) {
 		// cluster, as the SSH launch benchmark does.
 		hargs := append([]string{"-launcher", "ssh", "-launcher-exec", c.Client.Agent, "-iface", c.RootLink(), "-wdir", binDir}, args...)
 		j := testkit.NewJob("", "", hydra, hargs...)
+		j.Cmd.Dir = binDir // as startJob: later segments run where mpiexec does
 		if err := j.Start(); err != nil {
 			t.Fatal(err)
 		}
