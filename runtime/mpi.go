@@ -386,6 +386,7 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.eng = newEngine()
+	p.eng.notice = p.onNotice
 	p.peers = make([]*peer, p.size)
 	for i := range p.peers {
 		p.peers[i] = newPeer(i)

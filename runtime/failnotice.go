@@ -1,0 +1,210 @@
+package mpi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Member-failure notices: how a collective's failure reaches every member.
+//
+// A dead member fails only the members that exchange messages with it
+// (their receives from it, their sends to it). Those then leave the
+// collective, and the members waiting for them would wait forever. So a
+// member whose collective ends with a *PeerError tells every other member
+// of the communicator, with one small message on a context no
+// communicator uses (ctxNotice), that the communicator's collectives
+// failed because of that rank. Receiving the notice (or failing itself)
+// marks the communicator's collective family failed for good: its
+// collective receives and rendezvous sends pending now end with the dead
+// rank's *PeerError, and later ones fail at once. A family is a
+// communicator's collective context together with those of its host
+// sub-communicators (coll_node.go), which are the parent's with a high bit
+// set. Point-to-point traffic on the communicator is not touched: it
+// involves only the two ranks that exchange it.
+//
+// Notices are sent only by members that failed, so a collective that a
+// member completed before dying still completes for the others (they
+// receive what it sent) unless some member could not complete it.
+// Normal operation pays nothing: posts look at the family set only once
+// some peer or family failed (engine.anyFailed), a rendezvous send and the
+// direct receive path's wait load one atomic pointer, and a notice is
+// recognised only after a message found no posted receive.
+
+// ctxNotice is the context of notices: ids stay below 2^29 and a derived
+// context sets one high bit, so no communicator has two of them set.
+const ctxNotice = ctxNodeBit | ctxLeaderBit | 1
+
+// ErrMemberFailed is wrapped in the *PeerError that a collective returns
+// when another member reported that the collective failed because of the
+// rank the error names (this member did not exchange messages with it).
+var ErrMemberFailed = errors.New("a member of the communicator failed")
+
+// noticeWait bounds sending one notice beyond making the connection.
+var noticeWait = 10 * time.Second
+
+// family is the collective family of context ctx (ctx must be odd: a
+// collective context).
+func family(ctx uint32) uint32 { return ctx &^ (ctxNodeBit | ctxLeaderBit | ctxLaneBit) }
+
+// famSet is the set of failed families: a map replaced as a whole (under
+// engine.mu), so reads take no lock.
+type famSet struct{ m atomic.Pointer[map[uint32]error] }
+
+// err is the failure of ctx's family, or nil (also for point-to-point
+// contexts, which are even).
+func (fs *famSet) err(ctx uint32) error {
+	m := fs.m.Load()
+	if m == nil || ctx&1 == 0 {
+		return nil
+	}
+	return (*m)[family(ctx)]
+}
+
+// failScope says whom to tell when a collective on a communicator fails:
+// each target's world ranks, and the families by which they know it.
+type failScope struct{ targets []noticeTarget }
+
+type noticeTarget struct {
+	world []int
+	fams  []uint32
+}
+
+// scope is c's failScope: its own, set for sub-communicators (their
+// parent's) and intercommunicators, else c's group and family.
+func (c *Comm) scope() *failScope {
+	if c.fscope != nil {
+		return c.fscope
+	}
+	return &failScope{targets: []noticeTarget{{world: c.group, fams: []uint32{family(c.collCtx())}}}}
+}
+
+// collErr returns err, after telling the other members when it is a
+// peer's failure (the collective on c is over for this member).
+func (c *Comm) collErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pe *PeerError
+	if errors.As(err, &pe) {
+		c.p.memberFailed(c.scope(), pe)
+	}
+	return err
+}
+
+// memberFailed records the failure of this process's families in s and,
+// the first time, sends the notices (and waits for them, a bounded time:
+// a caller that exits next must not lose them).
+func (p *proc) memberFailed(s *failScope, pe *PeerError) {
+	var mine []uint32
+	for _, t := range s.targets {
+		if slices.Contains(t.world, p.rank) {
+			mine = append(mine, t.fams...)
+		}
+	}
+	if !p.failFamilies(mine, pe) {
+		return // known already: told by another member, or told them
+	}
+	var wg sync.WaitGroup
+	for _, t := range s.targets {
+		b := make([]byte, 4*len(t.fams))
+		for i, f := range t.fams {
+			binary.LittleEndian.PutUint32(b[4*i:], f)
+		}
+		for _, w := range t.world {
+			if w == p.rank || w == pe.Rank {
+				continue
+			}
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(p.ctx, p.cfg.ConnectTimeout+noticeWait)
+				defer cancel()
+				r := p.world.isendWait(ctxNotice, b, w, pe.Rank, true)
+				r.Wait(ctx) // a member that cannot be told is failed or gone
+			}(w)
+		}
+	}
+	wg.Wait()
+}
+
+// onNotice handles a notice: its tag is the dead rank, its payload the
+// families this process knows the communicator by.
+func (p *proc) onNotice(m *message) {
+	if len(m.data)%4 != 0 || m.tag < 0 || m.tag >= p.size {
+		return
+	}
+	fams := make([]uint32, len(m.data)/4)
+	for i := range fams {
+		fams[i] = binary.LittleEndian.Uint32(m.data[4*i:])
+	}
+	p.failFamilies(fams, &PeerError{Rank: m.tag, Err: fmt.Errorf("%w (reported by rank %d)", ErrMemberFailed, m.srcWorld)})
+}
+
+// failFamilies marks fams failed with err and ends what is pending on
+// them: posted collective receives, then rendezvous sends. It says
+// whether any family was new.
+func (p *proc) failFamilies(fams []uint32, err error) bool {
+	e := p.eng
+	e.mu.Lock()
+	nm := map[uint32]error{}
+	if old := e.fams.m.Load(); old != nil {
+		maps.Copy(nm, *old)
+	}
+	var fresh []uint32
+	for _, f := range fams {
+		if _, ok := nm[f]; !ok {
+			nm[f] = err
+			fresh = append(fresh, f)
+		}
+	}
+	if len(fresh) == 0 {
+		e.mu.Unlock()
+		return false
+	}
+	e.fams.m.Store(&nm)
+	e.anyFailed = true
+	e.failPostedLocked(err, func(r *recvOp) bool {
+		return r.ctx&1 == 1 && slices.Contains(fresh, family(r.ctx))
+	})
+	// The sends stay recorded: a receiver that matched one before it
+	// learned of the failure still asks for the data (CTS, PUT) or says
+	// it copied it (FIN), and an unknown id would drop a live link. Their
+	// requests complete now (once: complete ignores later calls), and
+	// collective sends are never persistent, so no later use is hit.
+	for _, pe := range p.peers {
+		if pe == nil {
+			continue
+		}
+		var gone []*sendOp
+		pe.mu.Lock()
+		for _, s := range pe.sends {
+			if s.ctx&1 == 1 && slices.Contains(fresh, family(s.ctx)) {
+				gone = append(gone, s)
+			}
+		}
+		pe.mu.Unlock()
+		for _, s := range gone {
+			s.req.complete(Status{}, err)
+		}
+	}
+	return true
+}
+
+// setInterScope makes the intercommunicator ic and its local duplicate
+// tell both groups: the remote one knows ic by ic's family, the local one
+// by that and the duplicate's (whose id only the local group agreed on).
+func (ic *Comm) setInterScope() {
+	lc := ic.inter.local
+	s := &failScope{targets: []noticeTarget{
+		{world: ic.group, fams: []uint32{family(ic.collCtx())}},
+		{world: lc.group, fams: []uint32{family(ic.collCtx()), family(lc.collCtx())}},
+	}}
+	ic.fscope, lc.fscope = s, s
+}
