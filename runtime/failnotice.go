@@ -55,7 +55,9 @@ func family(ctx uint32) uint32 { return ctx &^ (ctxNodeBit | ctxLeaderBit | ctxL
 
 // famSet is the set of failed families: a map replaced as a whole (under
 // engine.mu), so reads take no lock.
-type famSet struct{ m atomic.Pointer[map[uint32]error] }
+type famSet struct {
+	m atomic.Pointer[map[uint32]error]
+}
 
 // err is the failure of ctx's family, or nil (also for point-to-point
 // contexts, which are even).
