@@ -206,3 +206,44 @@ func TestCollMemberDiesDuringFree(t *testing.T) {
 		survivorsRun(t, comms, dead, "Free", func(r int) error { wg.Wait(); return nil })
 	})
 }
+
+// Survivors run every collective in turn, without waiting for each other,
+// and finalize as soon as they are done: a survivor that finalized early
+// must not make another's collective fail naming it instead of the dead
+// rank (the notices reach that one before the finalize does).
+func TestCollMemberDiesSurvivorsFinalize(t *testing.T) {
+	for _, n := range []int{3, 8} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
+				dead := n / 2
+				dups := make([][]*Comm, len(collFailOps))
+				for i := range collFailOps {
+					dups[i] = make([]*Comm, n)
+				}
+				each(t, comms, func(c *Comm) error {
+					for i := range collFailOps {
+						d, err := c.Dup()
+						if err != nil {
+							return err
+						}
+						dups[i][c.Rank()] = d
+					}
+					return nil
+				})
+				killProc(comms[dead].p)
+				errs := survivorsRun(t, comms, dead, "collectives", func(r int) error {
+					defer comms[r].Finalize()
+					for i, op := range collFailOps {
+						err := op.f(dups[i][r])
+						var pe *PeerError
+						if !errors.As(err, &pe) || pe.Rank != dead {
+							return fmt.Errorf("%s: %w", op.name, err)
+						}
+					}
+					return &PeerError{Rank: dead}
+				})
+				wantPeerError(t, "collectives", errs, dead)
+			})
+		})
+	}
+}

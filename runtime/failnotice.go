@@ -88,7 +88,10 @@ func (c *Comm) scope() *failScope {
 }
 
 // collErr returns err, after telling the other members when it is a
-// peer's failure (the collective on c is over for this member).
+// peer's failure (the collective on c is over for this member). Once c's
+// family failed, a peer's failure is reported as the family's: a member
+// that left the collective (and then finalized or exited) fails this
+// one's exchanges with it, but the cause is the rank the family names.
 func (c *Comm) collErr(err error) error {
 	if err == nil {
 		return nil
@@ -96,13 +99,22 @@ func (c *Comm) collErr(err error) error {
 	var pe *PeerError
 	if errors.As(err, &pe) {
 		c.p.memberFailed(c.scope(), pe)
+		if ferr := c.p.eng.fams.err(c.collCtx()); ferr != nil {
+			return ferr
+		}
 	}
 	return err
 }
 
 // memberFailed records the failure of this process's families in s and,
 // the first time, sends the notices (and waits for them, a bounded time:
-// a caller that exits next must not lose them).
+// a caller that exits next must not lose them). A member that learned of
+// the failure from a notice passes it on too, but only over the links it
+// has: a member waiting for it in the collective is connected to it
+// (or will be refused when it dials), and must learn the cause before
+// this member's Finalize or exit, which would fail its receive naming
+// this member instead of the dead rank. Only the first member to fail
+// makes new connections (to every member).
 func (p *proc) memberFailed(s *failScope, pe *PeerError) {
 	var mine []uint32
 	for _, t := range s.targets {
@@ -110,8 +122,16 @@ func (p *proc) memberFailed(s *failScope, pe *PeerError) {
 			mine = append(mine, t.fams...)
 		}
 	}
-	if !p.failFamilies(mine, pe) {
-		return // known already: told by another member, or told them
+	first := p.failFamilies(mine, pe)
+	if !p.tell(mine) {
+		return // this process already sent notices for them
+	}
+	if !first {
+		// Name the rank the notice named, not whoever failed this
+		// member's receive since.
+		if err := p.eng.fams.err(mine[0]); err != nil {
+			errors.As(err, &pe)
+		}
 	}
 	var wg sync.WaitGroup
 	for _, t := range s.targets {
@@ -120,7 +140,7 @@ func (p *proc) memberFailed(s *failScope, pe *PeerError) {
 			binary.LittleEndian.PutUint32(b[4*i:], f)
 		}
 		for _, w := range t.world {
-			if w == p.rank || w == pe.Rank {
+			if w == p.rank || w == pe.Rank || (!first && p.peers[w].current() == nil) {
 				continue
 			}
 			wg.Add(1)
@@ -209,4 +229,20 @@ func (ic *Comm) setInterScope() {
 		{world: lc.group, fams: []uint32{family(ic.collCtx()), family(lc.collCtx())}},
 	}}
 	ic.fscope, lc.fscope = s, s
+}
+
+// tell marks fams as told by this process; it says whether one was new.
+func (p *proc) tell(fams []uint32) bool {
+	p.ctxMu.Lock()
+	defer p.ctxMu.Unlock()
+	if p.told == nil {
+		p.told = map[uint32]bool{}
+	}
+	fresh := false
+	for _, f := range fams {
+		if !p.told[f] {
+			p.told[f], fresh = true, true
+		}
+	}
+	return fresh
 }

@@ -314,7 +314,8 @@ type proc struct {
 	reqID      atomic.Uint64
 	ctxMu      sync.Mutex
 	nextCtx    uint32
-	freeCtx    []uint32 // ids released by Free, ascending (comm_free.go)
+	freeCtx    []uint32        // ids released by Free, ascending (comm_free.go)
+	told       map[uint32]bool // families this process sent notices for (failnotice.go), under ctxMu
 	world      *Comm
 
 	// closing is closed once, by Finalize or Abort; closeErr (first wins)
