@@ -300,4 +300,5 @@ func (p *proc) releaseCtx(id uint32) {
 	if i, ok := slices.BinarySearch(p.freeCtx, id); !ok {
 		p.freeCtx = slices.Insert(p.freeCtx, i, id)
 	}
+	p.forgetFamilyLocked(id<<1 | 1)
 }

@@ -98,11 +98,13 @@ func (c *Comm) collErr(err error) error {
 	}
 	var pe *PeerError
 	if errors.As(err, &pe) {
-		c.p.memberFailed(c.scope(), pe)
+		c.p.memberFailed(c.scope(), pe, pe.Rank)
 		if ferr := c.p.eng.fams.err(c.collCtx()); ferr != nil {
 			return ferr
 		}
 	}
+	// A context that ended (WithContext) sends no notice: the others'
+	// collectives wait for this member as before (docs/collectives.md).
 	return err
 }
 
@@ -115,23 +117,27 @@ func (c *Comm) collErr(err error) error {
 // this member's Finalize or exit, which would fail its receive naming
 // this member instead of the dead rank. Only the first member to fail
 // makes new connections (to every member).
-func (p *proc) memberFailed(s *failScope, pe *PeerError) {
+//
+// err is this member's error, cause the dead rank the notices name.
+func (p *proc) memberFailed(s *failScope, err error, cause int) {
 	var mine []uint32
 	for _, t := range s.targets {
 		if slices.Contains(t.world, p.rank) {
 			mine = append(mine, t.fams...)
 		}
 	}
-	first := p.failFamilies(mine, pe)
+	if len(mine) == 0 {
+		return
+	}
+	first := p.failFamilies(mine, err)
 	if !p.tell(mine) {
 		return // this process already sent notices for them
 	}
-	if !first {
+	var pe *PeerError
+	if !first && errors.As(p.eng.fams.err(mine[0]), &pe) {
 		// Name the rank the notice named, not whoever failed this
 		// member's receive since.
-		if err := p.eng.fams.err(mine[0]); err != nil {
-			errors.As(err, &pe)
-		}
+		cause = pe.Rank
 	}
 	var wg sync.WaitGroup
 	for _, t := range s.targets {
@@ -140,7 +146,7 @@ func (p *proc) memberFailed(s *failScope, pe *PeerError) {
 			binary.LittleEndian.PutUint32(b[4*i:], f)
 		}
 		for _, w := range t.world {
-			if w == p.rank || w == pe.Rank || (!first && p.peers[w].current() == nil) {
+			if w == p.rank || w == cause || (!first && p.peers[w].current() == nil) {
 				continue
 			}
 			wg.Add(1)
@@ -148,7 +154,7 @@ func (p *proc) memberFailed(s *failScope, pe *PeerError) {
 				defer wg.Done()
 				ctx, cancel := context.WithTimeout(p.ctx, p.cfg.ConnectTimeout+noticeWait)
 				defer cancel()
-				r := p.world.isendWait(ctxNotice, b, w, pe.Rank, true)
+				r := p.world.isendWait(ctxNotice, b, w, cause, true)
 				r.Wait(ctx) // a member that cannot be told is failed or gone
 			}(w)
 		}
@@ -162,16 +168,43 @@ func (p *proc) onNotice(m *message) {
 	if len(m.data)%4 != 0 || m.tag < 0 || m.tag >= p.size {
 		return
 	}
-	fams := make([]uint32, len(m.data)/4)
-	for i := range fams {
-		fams[i] = binary.LittleEndian.Uint32(m.data[4*i:])
+	var fams []uint32
+	// Under ctxMu, so a Free releasing an id (and forgetting its family)
+	// cannot interleave: a late notice about a freed communicator must
+	// not fail a later one given the same id.
+	p.ctxMu.Lock()
+	defer p.ctxMu.Unlock()
+	for i := 0; i < len(m.data); i += 4 {
+		f := binary.LittleEndian.Uint32(m.data[i:])
+		// Not a freed id; one not taken yet is a communicator this
+		// member is still creating (notices go to members only).
+		if _, freed := slices.BinarySearch(p.freeCtx, f>>1); !freed {
+			fams = append(fams, f)
+		}
 	}
 	p.failFamilies(fams, &PeerError{Rank: m.tag, Err: fmt.Errorf("%w (reported by rank %d)", ErrMemberFailed, m.srcWorld)})
 }
 
+// forgetFamily drops family f's failure when its id is released (Free), so
+// a later communicator given the id starts clean. Caller holds ctxMu.
+func (p *proc) forgetFamilyLocked(f uint32) {
+	delete(p.told, f)
+	e := p.eng
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old := e.fams.m.Load(); old != nil {
+		if _, ok := (*old)[f]; ok {
+			nm := maps.Clone(*old)
+			delete(nm, f)
+			e.fams.m.Store(&nm)
+		}
+	}
+}
+
 // failFamilies marks fams failed with err and ends what is pending on
-// them: posted collective receives, then rendezvous sends. It says
-// whether any family was new.
+// them: posted collective receives (but Free's exchange, which works
+// among the live members whatever their collectives did), then
+// rendezvous sends. It says whether any family was new.
 func (p *proc) failFamilies(fams []uint32, err error) bool {
 	e := p.eng
 	e.mu.Lock()
@@ -193,7 +226,7 @@ func (p *proc) failFamilies(fams []uint32, err error) bool {
 	e.fams.m.Store(&nm)
 	e.anyFailed = true
 	e.failPostedLocked(err, func(r *recvOp) bool {
-		return r.ctx&1 == 1 && slices.Contains(fresh, family(r.ctx))
+		return r.ctx&1 == 1 && r.tag != tagFree && slices.Contains(fresh, family(r.ctx))
 	})
 	// The sends stay recorded: a receiver that matched one before it
 	// learned of the failure still asks for the data (CTS, PUT) or says
@@ -232,6 +265,7 @@ func (ic *Comm) setInterScope() {
 }
 
 // tell marks fams as told by this process; it says whether one was new.
+// (Under ctxMu, as forgetFamilyLocked.)
 func (p *proc) tell(fams []uint32) bool {
 	p.ctxMu.Lock()
 	defer p.ctxMu.Unlock()

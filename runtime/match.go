@@ -123,7 +123,7 @@ func (e *engine) deadSourceLocked(r *recvOp) error {
 	if !e.anyFailed {
 		return nil
 	}
-	if err := e.fams.err(r.ctx); err != nil {
+	if err := e.fams.err(r.ctx); err != nil && r.tag != tagFree {
 		return err
 	}
 	if r.srcWorld >= 0 {
