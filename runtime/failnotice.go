@@ -62,8 +62,11 @@ type famSet struct {
 // err is the failure of ctx's family, or nil (also for point-to-point
 // contexts, which are even).
 func (fs *famSet) err(ctx uint32) error {
+	if ctx&1 == 0 {
+		return nil
+	}
 	m := fs.m.Load()
-	if m == nil || ctx&1 == 0 {
+	if m == nil {
 		return nil
 	}
 	return (*m)[family(ctx)]
