@@ -40,6 +40,7 @@ type nbState struct {
 	seq     atomic.Uint32
 	running sync.WaitGroup
 	failed  atomic.Bool
+	freeing atomic.Bool // this member entered Free (nbFailed)
 }
 
 // seq is c's non-blocking collective state, shared with its views.
@@ -111,6 +112,9 @@ func (c *Comm) start(f func(nc *Comm) error) *Request {
 		err := f(nc)
 		if err != nil {
 			st.failed.Store(true)
+			if st.freeing.Load() {
+				nc.leftInFree(err)
+			}
 		}
 		sc := nc.coll.scratch
 		nc.coll = collState{}

@@ -74,7 +74,7 @@ func survivorsRun(t *testing.T, comms []*Comm, dead int, what string, f func(r i
 				hung = append(hung, r)
 			}
 		}
-		t.Fatalf("%s: ranks %v did not return within %v after rank %d died", what, hung, collFailDeadline, dead)
+		t.Fatalf("%s: ranks %v did not return within %v (rank %d not taking part)", what, hung, collFailDeadline, dead)
 	}
 	return errs
 }
@@ -246,4 +246,69 @@ func TestCollMemberDiesSurvivorsFinalize(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A non-blocking collective that fails on one member (its context ends)
+// after every member entered Free: the others' copies, which Free waits
+// for, end with a *PeerError naming that member (ErrMemberFailed) and
+// their Free returns. Rank 1 never starts the collective, standing in for
+// a member whose part is slow, so the others' copies cannot complete on
+// their own; the context ends once every member is past Free's exchange.
+func TestCollFailsAfterFreeEntered(t *testing.T) {
+	transports(t, 4, nil, func(t *testing.T, comms []*Comm) {
+		const leaver, slow = 0, 1
+		dups := make([]*Comm, 4)
+		each(t, comms, func(c *Comm) error {
+			d, err := c.Dup()
+			dups[c.Rank()] = d
+			return err
+		})
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		reqs := make([]*Request, 4)
+		for r, d := range dups {
+			if r == leaver {
+				d = d.WithContext(ctx)
+			}
+			if r != slow {
+				v := []int64{1}
+				reqs[r] = Iallreduce(d, v, v, Sum)
+			}
+		}
+		freeErrs := make([]error, 4)
+		var wg sync.WaitGroup
+		for r, d := range dups {
+			wg.Add(1)
+			go func(r int, d *Comm) { defer wg.Done(); freeErrs[r] = d.Free() }(r, d)
+		}
+		// The slow member's Free returns once every flag was exchanged.
+		survivorsRun(t, comms, -1, "slow member's Free", func(r int) error {
+			if r == slow {
+				for !dups[slow].freed.Load() {
+					time.Sleep(time.Millisecond)
+				}
+			}
+			return nil
+		})
+		cancel()
+		errs := survivorsRun(t, comms, slow, "Iallreduce", func(r int) error {
+			_, err := reqs[r].Wait(context.Background())
+			return err
+		})
+		if !errors.Is(errs[leaver], context.Canceled) {
+			t.Errorf("rank %d: %v, want context.Canceled", leaver, errs[leaver])
+		}
+		for r := 2; r < 4; r++ {
+			var pe *PeerError
+			if !errors.As(errs[r], &pe) || pe.Rank != leaver || !errors.Is(errs[r], ErrMemberFailed) {
+				t.Errorf("rank %d: %v, want a *PeerError naming rank %d (ErrMemberFailed)", r, errs[r], leaver)
+			}
+		}
+		survivorsRun(t, comms, -1, "Free", func(int) error { wg.Wait(); return nil })
+		for r, err := range freeErrs {
+			if err != nil {
+				t.Errorf("rank %d: Free: %v", r, err)
+			}
+		}
+	})
 }

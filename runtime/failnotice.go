@@ -121,7 +121,8 @@ func (c *Comm) collErr(err error) error {
 // this member instead of the dead rank. Only the first member to fail
 // makes new connections (to every member).
 //
-// err is this member's error, cause the dead rank the notices name.
+// err is this member's error, cause the rank the notices name: the dead
+// one, or this one when it left on its own (leftInFree).
 func (p *proc) memberFailed(s *failScope, err error, cause int) {
 	var mine []uint32
 	for _, t := range s.targets {
@@ -185,7 +186,11 @@ func (p *proc) onNotice(m *message) {
 			fams = append(fams, f)
 		}
 	}
-	p.failFamilies(fams, &PeerError{Rank: m.tag, Err: fmt.Errorf("%w (reported by rank %d)", ErrMemberFailed, m.srcWorld)})
+	why := fmt.Errorf("%w (reported by rank %d)", ErrMemberFailed, m.srcWorld)
+	if m.tag == m.srcWorld {
+		why = fmt.Errorf("%w: rank %d left a non-blocking collective that Free waited for", ErrMemberFailed, m.tag)
+	}
+	p.failFamilies(fams, &PeerError{Rank: m.tag, Err: why})
 }
 
 // forgetFamily drops family f's failure when its id is released (Free), so
@@ -282,4 +287,18 @@ func (p *proc) tell(fams []uint32) bool {
 		}
 	}
 	return fresh
+}
+
+// leftInFree handles a non-blocking collective that failed after this
+// member entered Free (its flag may have said none failed): the others
+// may be past the exchange, waiting for their copies, which wait for this
+// member. A peer's failure has told them already (collErr); any other
+// error (a context that ended, an argument error) tells them now, naming
+// this member. Errors of Free's own ending and of shutdown tell no one.
+func (c *Comm) leftInFree(err error) {
+	var pe *PeerError
+	if errors.As(err, &pe) || errors.Is(err, ErrFreed) || c.p.errClosed() != nil {
+		return
+	}
+	c.p.memberFailed(c.scope(), err, c.p.rank)
 }
