@@ -41,6 +41,13 @@ var collFailOps = []struct {
 // seconds, not never.
 const collFailDeadline = 20 * time.Second
 
+// shortGrace shortens famGrace for the test: every collective of these
+// tests waits it out on the members that did not meet the dead rank.
+func shortGrace(t *testing.T) {
+	old := famGrace.Swap(int64(50 * time.Millisecond))
+	t.Cleanup(func() { famGrace.Store(old) })
+}
+
 // survivorsRun runs f on every rank but dead, concurrently, and returns
 // their errors; it fails the test if one has not returned in time.
 func survivorsRun(t *testing.T, comms []*Comm, dead int, what string, f func(r int) error) []error {
@@ -99,6 +106,7 @@ func wantPeerError(t *testing.T, what string, errs []error, dead int) {
 // With the links made first (warm) and without (cold: the first contact
 // with the dead rank is during the collective), on every transport.
 func TestCollMemberDiesEverySurvivorFails(t *testing.T) {
+	shortGrace(t)
 	for _, n := range []int{3, 4, 8} {
 		for _, warm := range []bool{true, false} {
 			t.Run(fmt.Sprintf("n=%d/warm=%v", n, warm), func(t *testing.T) {
@@ -144,6 +152,7 @@ func TestCollMemberDiesEverySurvivorFails(t *testing.T) {
 // A member dies while the others are inside a collective (they entered it
 // first, and wait for it).
 func TestCollMemberDiesDuring(t *testing.T) {
+	shortGrace(t)
 	transports(t, 8, nil, func(t *testing.T, comms []*Comm) {
 		dead := 5
 		each(t, comms, func(c *Comm) error { return c.Barrier() })
@@ -165,6 +174,7 @@ func TestCollMemberDiesDuring(t *testing.T) {
 // *PeerError) instead of Free waiting for collectives that cannot
 // complete.
 func TestCollMemberDiesDuringFree(t *testing.T) {
+	shortGrace(t)
 	transports(t, 4, nil, func(t *testing.T, comms []*Comm) {
 		dead := 2
 		dups := make([]*Comm, 4)
@@ -212,6 +222,7 @@ func TestCollMemberDiesDuringFree(t *testing.T) {
 // must not make another's collective fail naming it instead of the dead
 // rank (the notices reach that one before the finalize does).
 func TestCollMemberDiesSurvivorsFinalize(t *testing.T) {
+	shortGrace(t)
 	for _, n := range []int{3, 8} {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
@@ -255,6 +266,7 @@ func TestCollMemberDiesSurvivorsFinalize(t *testing.T) {
 // a member whose part is slow, so the others' copies cannot complete on
 // their own; the context ends once every member is past Free's exchange.
 func TestCollFailsAfterFreeEntered(t *testing.T) {
+	shortGrace(t)
 	transports(t, 4, nil, func(t *testing.T, comms []*Comm) {
 		const leaver, slow = 0, 1
 		dups := make([]*Comm, 4)

@@ -21,9 +21,10 @@ import (
 // of the communicator, with one small message on a context no
 // communicator uses (ctxNotice), that the communicator's collectives
 // failed because of that rank. Receiving the notice (or failing itself)
-// marks the communicator's collective family failed for good: its
-// collective receives and rendezvous sends pending now end with the dead
-// rank's *PeerError, and later ones fail at once. A family is a
+// marks the communicator's collective family failed for good: after a
+// grace period (famGrace, for a collective that can still complete) its
+// collective receives and rendezvous sends still pending end with the
+// dead rank's *PeerError, and later ones fail at once. A family is a
 // communicator's collective context together with those of its host
 // sub-communicators (coll_node.go), which are the parent's with a high bit
 // set. Point-to-point traffic on the communicator is not touched: it
@@ -53,14 +54,31 @@ var noticeWait = 10 * time.Second
 // collective context).
 func family(ctx uint32) uint32 { return ctx &^ (ctxNodeBit | ctxLeaderBit | ctxLaneBit) }
 
+// famGrace is how long a family's failure spares what is pending or
+// posted on it: a notice names the communicator, not one of its
+// collectives, and a member still finishing an earlier collective whose
+// data is on its way (a member that died after completing it) must still
+// complete it. A member waiting for one that left waits this long more.
+// Atomic: tests shorten it while goroutines of earlier tests' processes
+// may still read it.
+var famGrace atomic.Int64
+
+func init() { famGrace.Store(int64(time.Second)) }
+
 // famSet is the set of failed families: a map replaced as a whole (under
 // engine.mu), so reads take no lock.
 type famSet struct {
-	m atomic.Pointer[map[uint32]error]
+	m atomic.Pointer[map[uint32]*famFail]
 }
 
-// err is the failure of ctx's family, or nil (also for point-to-point
-// contexts, which are even).
+// famFail is one family's failure: its error, in force from at on.
+type famFail struct {
+	err error
+	at  time.Time
+}
+
+// err is the failure of ctx's family once in force, or nil (also for
+// point-to-point contexts, which are even).
 func (fs *famSet) err(ctx uint32) error {
 	if ctx&1 == 0 {
 		return nil
@@ -69,7 +87,20 @@ func (fs *famSet) err(ctx uint32) error {
 	if m == nil {
 		return nil
 	}
-	return (*m)[family(ctx)]
+	if f := (*m)[family(ctx)]; f != nil && !time.Now().Before(f.at) {
+		return f.err
+	}
+	return nil
+}
+
+// cause is the failure of ctx's family, in force or not yet.
+func (fs *famSet) cause(ctx uint32) error {
+	if m := fs.m.Load(); m != nil && ctx&1 == 1 {
+		if f := (*m)[family(ctx)]; f != nil {
+			return f.err
+		}
+	}
+	return nil
 }
 
 // failScope says whom to tell when a collective on a communicator fails:
@@ -102,7 +133,7 @@ func (c *Comm) collErr(err error) error {
 	var pe *PeerError
 	if errors.As(err, &pe) {
 		c.p.memberFailed(c.scope(), pe, pe.Rank)
-		if ferr := c.p.eng.fams.err(c.collCtx()); ferr != nil {
+		if ferr := c.p.eng.fams.cause(c.collCtx()); ferr != nil {
 			return ferr
 		}
 	}
@@ -138,7 +169,7 @@ func (p *proc) memberFailed(s *failScope, err error, cause int) {
 		return // this process already sent notices for them
 	}
 	var pe *PeerError
-	if !first && errors.As(p.eng.fams.err(mine[0]), &pe) {
+	if !first && errors.As(p.eng.fams.cause(mine[0]), &pe) {
 		// Name the rank the notice named, not whoever failed this
 		// member's receive since.
 		cause = pe.Rank
@@ -209,21 +240,24 @@ func (p *proc) forgetFamilyLocked(f uint32) {
 	}
 }
 
-// failFamilies marks fams failed with err and ends what is pending on
-// them: posted collective receives (but Free's exchange, which works
-// among the live members whatever their collectives did), then
-// rendezvous sends. It says whether any family was new.
+// failFamilies marks fams failed with err and, after famGrace, ends what
+// is pending on them then: posted collective receives (but Free's
+// exchange, which works among the live members whatever their
+// collectives did), then rendezvous sends. Later posts and sends fail
+// from then on. It says whether any family was new.
 func (p *proc) failFamilies(fams []uint32, err error) bool {
 	e := p.eng
 	e.mu.Lock()
-	nm := map[uint32]error{}
+	nm := map[uint32]*famFail{}
 	if old := e.fams.m.Load(); old != nil {
 		maps.Copy(nm, *old)
 	}
+	grace := time.Duration(famGrace.Load())
+	rec := &famFail{err: err, at: time.Now().Add(grace)}
 	var fresh []uint32
 	for _, f := range fams {
 		if _, ok := nm[f]; !ok {
-			nm[f] = err
+			nm[f] = rec
 			fresh = append(fresh, f)
 		}
 	}
@@ -233,8 +267,31 @@ func (p *proc) failFamilies(fams []uint32, err error) bool {
 	}
 	e.fams.m.Store(&nm)
 	e.anyFailed = true
+	e.mu.Unlock()
+	time.AfterFunc(grace, func() { p.sweepFamilies(fresh, rec) })
+	return true
+}
+
+// sweepFamilies ends what is still pending on fams once their failure rec
+// is in force, unless Free forgot it meanwhile (the id may be reused).
+func (p *proc) sweepFamilies(fams []uint32, rec *famFail) {
+	e := p.eng
+	e.mu.Lock()
+	var live []uint32
+	if m := e.fams.m.Load(); m != nil {
+		for _, f := range fams {
+			if (*m)[f] == rec {
+				live = append(live, f)
+			}
+		}
+	}
+	if len(live) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	err := rec.err
 	e.failPostedLocked(err, func(r *recvOp) bool {
-		return r.ctx&1 == 1 && r.tag != tagFree && slices.Contains(fresh, family(r.ctx))
+		return r.ctx&1 == 1 && r.tag != tagFree && slices.Contains(live, family(r.ctx))
 	})
 	// The sends stay recorded: a receiver that matched one before it
 	// learned of the failure still asks for the data (CTS, PUT) or says
@@ -248,7 +305,7 @@ func (p *proc) failFamilies(fams []uint32, err error) bool {
 		var gone []*sendOp
 		pe.mu.Lock()
 		for _, s := range pe.sends {
-			if s.ctx&1 == 1 && slices.Contains(fresh, family(s.ctx)) {
+			if s.ctx&1 == 1 && slices.Contains(live, family(s.ctx)) {
 				gone = append(gone, s)
 			}
 		}
@@ -257,7 +314,6 @@ func (p *proc) failFamilies(fams []uint32, err error) bool {
 			s.req.complete(Status{}, err)
 		}
 	}
-	return true
 }
 
 // setInterScope makes the intercommunicator ic and its local duplicate
