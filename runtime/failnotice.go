@@ -35,11 +35,13 @@ import (
 // receive what it sent) unless some member could not complete it.
 // Normal operation pays nothing: posts look at the family set only once
 // some peer or family failed (engine.anyFailed), a rendezvous send and the
-// direct receive path's wait load one atomic pointer, and a notice is
-// recognised only after a message found no posted receive.
+// direct receive path's wait test the context's parity (and load one
+// atomic pointer on collective contexts), and a notice is recognised only
+// after a message found no posted receive.
 
-// ctxNotice is the context of notices: ids stay below 2^29 and a derived
-// context sets one high bit, so no communicator has two of them set.
+// ctxNotice is the context of notices: a communicator's context (its id
+// shifted once) stays below 2^29 and a derived one sets one high bit, so
+// none has two of them set.
 const ctxNotice = ctxNodeBit | ctxLeaderBit | 1
 
 // ErrMemberFailed is wrapped in the *PeerError that a collective returns
