@@ -105,13 +105,14 @@ func (c *Comm) cirecv(b []byte, elem, src, tag int) *Request {
 // a receive that has not matched is cancelled.
 func (c *Comm) wait(r *Request) (Status, error) {
 	if c.cctx == nil {
-		return r.Wait(bg)
+		st, err := r.Wait(bg)
+		return st, c.collErr(err)
 	}
 	st, err := r.Wait(c.cctx)
 	if err != nil && !r.isDone() {
 		r.Cancel()
 	}
-	return st, err
+	return st, c.collErr(err)
 }
 
 func (c *Comm) csend(b []byte, dst, tag int) error {
@@ -128,7 +129,7 @@ func (c *Comm) direct() bool { return c.cctx == nil && c.tagOff == 0 }
 func (c *Comm) crecv(b []byte, src, tag int) error {
 	if c.direct() {
 		_, err := c.recvWait(c.collCtx(), b, 1, src, tag+c.tagOff)
-		return err
+		return c.collErr(err)
 	}
 	_, err := c.wait(c.cirecv(b, 1, src, tag))
 	return err
@@ -138,7 +139,7 @@ func (c *Comm) crecv(b []byte, src, tag int) error {
 func (c *Comm) csendrecv(sb []byte, dst int, rb []byte, src, tag int) error {
 	if c.direct() {
 		_, err := c.sendRecvWait(c.collCtx(), sb, dst, tag+c.tagOff, rb, 1, src, tag+c.tagOff)
-		return err
+		return c.collErr(err)
 	}
 	sr := c.cisend(sb, dst, tag)
 	return c.waitReqs(c.cirecv(rb, 1, src, tag), sr)
@@ -169,7 +170,7 @@ func (c *Comm) waitReqs(reqs ...*Request) error {
 					q.Cancel()
 				}
 			}
-			return err
+			return c.collErr(err)
 		}
 		if err != nil && first == nil && !errors.Is(err, ErrCancelled) {
 			first = err
@@ -180,7 +181,7 @@ func (c *Comm) waitReqs(reqs ...*Request) error {
 			}
 		}
 	}
-	return first
+	return c.collErr(first)
 }
 
 // startReqs returns c's reusable request list, emptied.

@@ -40,6 +40,7 @@ type nbState struct {
 	seq     atomic.Uint32
 	running sync.WaitGroup
 	failed  atomic.Bool
+	freeing atomic.Bool // this member entered Free (nbFailed)
 }
 
 // seq is c's non-blocking collective state, shared with its views.
@@ -54,7 +55,7 @@ func (c *Comm) seq() *nbState {
 // host layout (and its sub-communicators) derived too if c knows it.
 func (c *Comm) derive(off int, ctx context.Context) *Comm {
 	nc := &Comm{p: c.p, ctx: c.ctx, rank: c.rank, group: c.group, index: c.index,
-		tagOff: off, cctx: ctx, iseq: c.seq(), freed: c.freed}
+		tagOff: off, cctx: ctx, iseq: c.seq(), freed: c.freed, fscope: c.fscope}
 	if c.inter != nil {
 		nc.inter = &interState{local: c.inter.local.derive(off, ctx)}
 	}
@@ -65,7 +66,7 @@ func (c *Comm) derive(off int, ctx context.Context) *Comm {
 				return nil
 			}
 			x := &Comm{p: s.p, ctx: s.ctx, rank: s.rank, group: s.group, index: s.index,
-				tagOff: off, cctx: ctx, node: flatNodes(), freed: s.freed}
+				tagOff: off, cctx: ctx, node: flatNodes(), freed: s.freed, fscope: s.fscope}
 			return x
 		}
 		d.node, d.leader, d.lane = sub(ns.node), sub(ns.leader), sub(ns.lane)
@@ -111,6 +112,9 @@ func (c *Comm) start(f func(nc *Comm) error) *Request {
 		err := f(nc)
 		if err != nil {
 			st.failed.Store(true)
+			if st.freeing.Load() {
+				nc.leftInFree(err)
+			}
 		}
 		sc := nc.coll.scratch
 		nc.coll = collState{}

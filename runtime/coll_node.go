@@ -148,7 +148,7 @@ func (c *Comm) buildNodes(all []byte) *nodeState {
 func (c *Comm) subComm(ctx uint32, ranks []int) *Comm {
 	// A clone's sub-communicators share its tag space and context.
 	nc := &Comm{p: c.p, ctx: ctx, group: make([]int, len(ranks)), index: make(map[int]int, len(ranks)), node: flatNodes(),
-		tagOff: c.tagOff, cctx: c.cctx, freed: c.freed}
+		tagOff: c.tagOff, cctx: c.cctx, freed: c.freed, fscope: c.scope()}
 	for i, r := range ranks {
 		w := c.group[r]
 		nc.group[i] = w

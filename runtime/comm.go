@@ -31,6 +31,9 @@ type Comm struct {
 	// inter is set on intercommunicators (intercomm.go): group is then
 	// the remote group, rank the rank in the local group.
 	inter *interState
+	// fscope is whom a failed collective on c tells (failnotice.go):
+	// set on sub-communicators (their parent's) and intercommunicators.
+	fscope *failScope
 }
 
 // Rank is this process's rank in c.

@@ -163,7 +163,13 @@ func (c *Comm) contexts() []uint32 {
 // nbFailed is this member's flag in Free's exchange: 1 if a non-blocking
 // collective on c failed here.
 func (c *Comm) nbFailed() byte {
-	if c.iseq != nil && c.iseq.failed.Load() {
+	if c.iseq == nil {
+		return 0
+	}
+	// From here on, one that fails tells the others (start): they may
+	// be past the exchange, waiting for their copies in Free.
+	c.iseq.freeing.Store(true)
+	if c.iseq.failed.Load() {
 		return 1
 	}
 	return 0
@@ -300,4 +306,5 @@ func (p *proc) releaseCtx(id uint32) {
 	if i, ok := slices.BinarySearch(p.freeCtx, id); !ok {
 		p.freeCtx = slices.Insert(p.freeCtx, i, id)
 	}
+	p.forgetFamilyLocked(id<<1 | 1)
 }

@@ -151,6 +151,7 @@ func (c *Comm) InterCommCreate(localLeader int, peer *Comm, remoteLeader, tag in
 		ic.group[i] = w
 		ic.index[w] = i
 	}
+	ic.setInterScope()
 	return ic, nil
 }
 

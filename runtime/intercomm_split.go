@@ -101,5 +101,6 @@ func (c *Comm) interSplitCheck(color, key int, check uint64, argErr error) (*Com
 		ic.group[i] = w
 		ic.index[w] = i
 	}
+	ic.setInterScope()
 	return ic, nil
 }

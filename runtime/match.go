@@ -53,6 +53,10 @@ type engine struct {
 	anyFailed  bool            // len(failed) > 0, without reaching the map on every post
 	closed     error
 	changed    chan struct{} // closed and replaced when unexpected grows or peers fail
+	// fams are the collective families that failed (failnotice.go);
+	// notice handles the notices that say so (set by the process).
+	fams   famSet
+	notice func(m *message)
 
 	// queued says a receive is posted or a message waits, for recvDirect
 	// to read without the lock; stored only when it changes (rarely, in a
@@ -118,6 +122,9 @@ func (e *engine) empty() bool { return !e.queued.Load() }
 func (e *engine) deadSourceLocked(r *recvOp) error {
 	if !e.anyFailed {
 		return nil
+	}
+	if err := e.fams.err(r.ctx); err != nil && r.tag != tagFree {
+		return err
 	}
 	if r.srcWorld >= 0 {
 		if f, ok := e.failed[r.srcWorld]; ok {
@@ -206,14 +213,20 @@ func (f *fifo[T]) take() []*T {
 // the unexpected queue and nil is returned.
 func (e *engine) arrive(m *message) *recvOp {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	defer e.trackLocked()
-	if r := e.takePostedLocked(m.ctx, m.src, m.tag); r != nil {
-		return r
+	r := e.takePostedLocked(m.ctx, m.src, m.tag)
+	if r == nil {
+		if m.ctx == ctxNotice && !m.rts && e.notice != nil {
+			// Never posted for: a member-failure notice (failnotice.go).
+			e.mu.Unlock()
+			e.notice(m)
+			return nil
+		}
+		e.unexpected.push(m)
+		e.notifyLocked()
 	}
-	e.unexpected.push(m)
-	e.notifyLocked()
-	return nil
+	e.trackLocked()
+	e.mu.Unlock()
+	return r
 }
 
 // cancel removes r if it is still posted.

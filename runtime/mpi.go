@@ -315,7 +315,8 @@ type proc struct {
 	reqID      atomic.Uint64
 	ctxMu      sync.Mutex
 	nextCtx    uint32
-	freeCtx    []uint32 // ids released by Free, ascending (comm_free.go)
+	freeCtx    []uint32        // ids released by Free, ascending (comm_free.go)
+	told       map[uint32]bool // families this process sent notices for (failnotice.go), under ctxMu
 	world      *Comm
 
 	// closing is closed once, by Finalize or Abort; closeErr (first wins)
@@ -387,6 +388,7 @@ func InitConfig(ctx context.Context, cfg Config) (*Comm, error) {
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.eng = newEngine()
+	p.eng.notice = p.onNotice
 	p.peers = make([]*peer, p.size)
 	for i := range p.peers {
 		p.peers[i] = newPeer(i)

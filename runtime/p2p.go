@@ -219,7 +219,7 @@ func (c *Comm) isendInto(into *Request, ctx uint32, data []byte, dest, tag int, 
 	}
 	h.Type = frameRTS
 	h.ID = p.reqID.Add(1)
-	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
+	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data, ctx: h.Ctx}, &p.eng.fams); err != nil {
 		return doneInto(into, err)
 	}
 	l.send(&outFrame{h: h, done: func(err error) {
@@ -277,7 +277,7 @@ func (p *proc) isendShm(into *Request, l *shmLink, h header, data []byte, waits 
 		return req
 	}
 	h.Type = frameRTS
-	if err := l.pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
+	if err := l.pe.addSend(h.ID, &sendOp{req: req, payload: data, ctx: h.Ctx}, &p.eng.fams); err != nil {
 		req.complete(Status{}, err)
 		return req
 	}

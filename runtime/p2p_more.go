@@ -94,7 +94,7 @@ func (c *Comm) isendSync(data []byte, dest, tag int) *Request {
 	pe := p.peers[c.group[dest]]
 	h := header{Type: frameRTS, Ctx: c.ctx, Src: int32(c.rank), Tag: int32(tag), Len: uint64(len(data)), ID: p.reqID.Add(1)}
 	req := newRequest()
-	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data}); err != nil {
+	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data, ctx: h.Ctx}, &p.eng.fams); err != nil {
 		return doneRequest(err)
 	}
 	viaShm := func(sl *shmLink) *Request {

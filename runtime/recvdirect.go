@@ -129,7 +129,9 @@ type directWait struct{ l *shmLink }
 func (directWait) Deadline() (d time.Time, ok bool) { return }
 func (w directWait) Done() <-chan struct{}          { return w.l.lctx.Done() }
 func (w directWait) Err() error {
-	if w.l.xwant == nil {
+	if w.l.xwant == nil || (w.l.p.eng.fams.err(w.l.xop.ctx) != nil && w.l.xop.tag != tagFree) {
+		// Claimed, or a collective whose family failed (failnotice.go):
+		// the ordinary path then reports the failure.
 		return context.Canceled
 	}
 	return w.l.lctx.Err()

@@ -73,7 +73,7 @@ func (l *shmLink) sendCMA(h header, data []byte, req *Request, waits bool) {
 	if waits {
 		h.Flags |= flagWait
 	}
-	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data, cma: true}); err != nil {
+	if err := pe.addSend(h.ID, &sendOp{req: req, payload: data, cma: true, ctx: h.Ctx}, &l.p.eng.fams); err != nil {
 		req.complete(Status{}, err)
 		return
 	}

@@ -70,17 +70,23 @@ type peer struct {
 type sendOp struct {
 	req     *Request
 	payload []byte
-	cma     bool // offered for process_vm_readv (shared-memory links)
+	cma     bool   // offered for process_vm_readv (shared-memory links)
+	ctx     uint32 // its context: a failed collective family fails it (failnotice.go)
 }
 
 // addSend records s as the rendezvous send id to pe, where CTS, FIN and
 // PUT find it and a failure of the peer fails it; it returns the peer's
-// error instead if it already failed.
-func (pe *peer) addSend(id uint64, s *sendOp) error {
+// error instead if it already failed, or the collective family's (fs) if
+// s is a send of a collective that failed (checked under pe.mu, which
+// failFamilySends takes after recording the family, so no send escapes).
+func (pe *peer) addSend(id uint64, s *sendOp, fs *famSet) error {
 	pe.mu.Lock()
 	defer pe.mu.Unlock()
 	if pe.err != nil {
 		return pe.err
+	}
+	if err := fs.err(s.ctx); err != nil {
+		return err
 	}
 	pe.sends[id] = s
 	return nil

@@ -177,11 +177,11 @@ func (u harnessUplink) Publish(context.Context, string, string) error  { return 
 func (u harnessUplink) Unpublish(context.Context, string) error        { return nil }
 func (u harnessUplink) Lookup(context.Context, string) (string, error) { return "", pmi.ErrNotFound }
 
-// A rank killed by SIGKILL, with no launcher to end the job: the
-// survivors' pending and later operations with it return *PeerError
-// promptly and the survivors finish normally.
-func TestHarnessPeerKilled(t *testing.T) {
-	const n = 4
+// harness runs n ranks of rtprog with args under a PMI server of the
+// test's own, with no launcher to end the job when a rank dies; it
+// returns each rank's output and exit error.
+func harness(t *testing.T, n int, env []string, args ...string) ([]string, []error) {
+	t.Helper()
 	job := pmi.NewJob(1)
 	defer job.Close(nil)
 	ranks := make([]int, n)
@@ -211,8 +211,8 @@ func TestHarnessPeerKilled(t *testing.T) {
 	outs := make([]strings.Builder, n)
 	cmds := make([]*exec.Cmd, n)
 	for r := 0; r < n; r++ {
-		cmd := exec.CommandContext(ctx, bin("rtprog"), "kill")
-		cmd.Env = append(os.Environ(), "PMI_PORT="+ln.Addr().String(), "PMI_ID="+strconv.Itoa(r))
+		cmd := exec.CommandContext(ctx, bin("rtprog"), args...)
+		cmd.Env = append(append(os.Environ(), env...), "PMI_PORT="+ln.Addr().String(), "PMI_ID="+strconv.Itoa(r))
 		cmd.Stdout, cmd.Stderr = &outs[r], &outs[r]
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -232,11 +232,24 @@ func TestHarnessPeerKilled(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("ranks did not finish in time")
 	}
+	s := make([]string, n)
+	for r := range outs {
+		s[r] = outs[r].String()
+	}
+	return s, errs
+}
+
+// A rank killed by SIGKILL, with no launcher to end the job: the
+// survivors' pending and later operations with it return *PeerError
+// promptly and the survivors finish normally.
+func TestHarnessPeerKilled(t *testing.T) {
+	const n = 4
+	outs, errs := harness(t, n, nil, "kill")
 	if errs[n-1] == nil || !strings.Contains(errs[n-1].Error(), "killed") {
-		t.Fatalf("victim: %v\n%s", errs[n-1], outs[n-1].String())
+		t.Fatalf("victim: %v\n%s", errs[n-1], outs[n-1])
 	}
 	for r := 0; r < n-1; r++ {
-		out := outs[r].String()
+		out := outs[r]
 		if errs[r] != nil || !strings.Contains(out, fmt.Sprintf("rank %d: saw mpi: peer rank %d", r, n-1)) ||
 			!strings.Contains(out, fmt.Sprintf("rank %d: ok", r)) {
 			t.Fatalf("rank %d: %v\n%s", r, errs[r], out)

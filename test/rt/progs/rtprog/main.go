@@ -99,6 +99,8 @@ func main() {
 		err = interDie(ctx, c, pc)
 	case "opdie":
 		err = opDie(c, pc, os.Args[2:])
+	case "colldie":
+		err = collDie(c, pc, os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown scenario %q", scenario)
 	}
