@@ -1,7 +1,9 @@
 package rt
 
 import (
+	"errors"
 	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,7 +57,8 @@ func TestGompiexecCollMemberDies(t *testing.T) {
 }
 
 // The same with the rank SIGKILLed, under a launcher that does not end
-// the job (gompiexec ends it at a signalled rank, as Hydra does).
+// the job (gompiexec ends it at a signalled rank, as Hydra does, unless
+// -disable-auto-cleanup: TestGompiexecDACCollMemberKilled).
 func TestHarnessCollMemberKilled(t *testing.T) {
 	for _, tr := range collDieTransports {
 		for _, n := range []int{3, 8} {
@@ -70,6 +73,24 @@ func TestHarnessCollMemberKilled(t *testing.T) {
 					}
 				}
 				wantCollDie(t, n, func(r int) string { return outs[r] })
+			})
+		}
+	}
+}
+
+// The same SIGKILLed rank under gompiexec -disable-auto-cleanup: the job
+// goes on, every survivor's collective fails naming it and they finish;
+// the job's status is the victim's (128+9).
+func TestGompiexecDACCollMemberKilled(t *testing.T) {
+	for _, tr := range collDieTransports {
+		for _, n := range []int{3, 8} {
+			t.Run(tr.name+"/"+strconv.Itoa(n), func(t *testing.T) {
+				out, err := runEnv(t, 2*time.Minute, tr.env, bin("gompiexec"), "-disable-auto-cleanup", "-n", strconv.Itoa(n), bin("rtprog"), "colldie", "kill")
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 128+9 {
+					t.Fatalf("exit %v, want 137:\n%s", err, out)
+				}
+				wantCollDie(t, n, func(int) string { return out })
 			})
 		}
 	}
