@@ -112,25 +112,7 @@ func TestCollMemberDiesEverySurvivorFails(t *testing.T) {
 			t.Run(fmt.Sprintf("n=%d/warm=%v", n, warm), func(t *testing.T) {
 				transports(t, n, nil, func(t *testing.T, comms []*Comm) {
 					dead := n / 2
-					dups := make([][]*Comm, len(collFailOps))
-					for i := range collFailOps {
-						dups[i] = make([]*Comm, n)
-					}
-					each(t, comms, func(c *Comm) error {
-						if warm {
-							if err := c.Barrier(); err != nil {
-								return err
-							}
-						}
-						for i := range collFailOps {
-							d, err := c.Dup()
-							if err != nil {
-								return err
-							}
-							dups[i][c.Rank()] = d
-						}
-						return nil
-					})
+					dups := dupPerOp(t, comms, warm)
 					killProc(comms[dead].p)
 					for i, op := range collFailOps {
 						errs := survivorsRun(t, comms, dead, op.name, func(r int) error { return op.f(dups[i][r]) })
@@ -227,20 +209,7 @@ func TestCollMemberDiesSurvivorsFinalize(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			transports(t, n, nil, func(t *testing.T, comms []*Comm) {
 				dead := n / 2
-				dups := make([][]*Comm, len(collFailOps))
-				for i := range collFailOps {
-					dups[i] = make([]*Comm, n)
-				}
-				each(t, comms, func(c *Comm) error {
-					for i := range collFailOps {
-						d, err := c.Dup()
-						if err != nil {
-							return err
-						}
-						dups[i][c.Rank()] = d
-					}
-					return nil
-				})
+				dups := dupPerOp(t, comms, false)
 				killProc(comms[dead].p)
 				errs := survivorsRun(t, comms, dead, "collectives", func(r int) error {
 					defer comms[r].Finalize()
@@ -323,4 +292,30 @@ func TestCollFailsAfterFreeEntered(t *testing.T) {
 			}
 		}
 	})
+}
+
+// dupPerOp gives each of collFailOps a communicator of its own (dups[op][rank]),
+// after a barrier that links the ranks first when warm.
+func dupPerOp(t *testing.T, comms []*Comm, warm bool) [][]*Comm {
+	t.Helper()
+	dups := make([][]*Comm, len(collFailOps))
+	for i := range collFailOps {
+		dups[i] = make([]*Comm, len(comms))
+	}
+	each(t, comms, func(c *Comm) error {
+		if warm {
+			if err := c.Barrier(); err != nil {
+				return err
+			}
+		}
+		for i := range collFailOps {
+			d, err := c.Dup()
+			if err != nil {
+				return err
+			}
+			dups[i][c.Rank()] = d
+		}
+		return nil
+	})
+	return dups
 }
