@@ -43,7 +43,7 @@ type options struct {
 	help, version         bool
 	segments              []segment
 	hydraOpts             // session 27's Hydra options (hydraopts.go)
-	hostOpts              // -rmk, -skip-launch-node, -order-nodes (hydraopts2.go)
+	hostOpts              // -rmk, -skip-launch-node, -order-nodes (hostopts.go)
 }
 
 type segment struct {
@@ -285,7 +285,7 @@ func parseArgs(args []string) (*options, error) {
 	if err := hydraEnv(o, os.Getenv); err != nil {
 		return nil, err
 	}
-	if err := hydraEnv2(o, os.Getenv); err != nil {
+	if err := hostEnv(o, os.Getenv); err != nil {
 		return nil, err
 	}
 	if o.help || o.version {

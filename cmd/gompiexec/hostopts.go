@@ -128,10 +128,10 @@ func isLaunchNode(name string) bool {
 	return false
 }
 
-// hydraEnv2 reads the environment variables of these options and Hydra's
+// hostEnv reads the environment variables of these options and Hydra's
 // older checkpoint ones (HYDRA_CKPOINT_PREFIX, HYDRA_CKPOINT_INT), where
 // the command line did not set them.
-func hydraEnv2(o *options, getenv func(string) string) error {
+func hostEnv(o *options, getenv func(string) string) error {
 	if v := getenv("HYDRA_RMK"); v != "" && !o.seen["rmk"] {
 		if err := setRMK(o, "HYDRA_RMK=", v); err != nil {
 			return err
