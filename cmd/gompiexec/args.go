@@ -44,6 +44,7 @@ type options struct {
 	segments              []segment
 	hydraOpts             // session 27's Hydra options (hydraopts.go)
 	hostOpts              // -rmk, -skip-launch-node, -order-nodes (hostopts.go)
+	envOpts               // hostname propagation, -gpus-per-proc (envopts.go)
 }
 
 type segment struct {

@@ -17,6 +17,7 @@ type hostOpts struct {
 	rmk            string // -rmk, HYDRA_RMK: "" detects
 	skipLaunchNode bool   // -skip-launch-node
 	orderNodes     string // -order-nodes: "", "ascending", "descending"
+	localhost      string // -localhost: the name proxies connect back to
 }
 
 func init() {
@@ -26,6 +27,16 @@ func init() {
 		}
 		return setRMK(o, "-rmk ", v[0])
 	}}, "rmk")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+		if err := o.once("localhost", "localhost"); err != nil {
+			return err
+		}
+		if v[0] == "" || strings.ContainsAny(v[0], " \t,") {
+			return usagef("-localhost %q: want this host's name or address as the other hosts reach it", v[0])
+		}
+		o.localhost = v[0]
+		return nil
+	}}, "localhost")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
 		o.skipLaunchNode = true
 		return nil

@@ -119,6 +119,14 @@ Global options:
   -iface IF                 ranks advertise IF's IPv4 address on their host (GOMPI_HOST;
                             MPICH ranks get MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=IF), and
                             Slurm-launched proxies connect back over it; also HYDRA_IFACE
+  -localhost NAME           Slurm-launched proxies connect back to NAME (this host's name
+                            or address as the nodes reach it) and no other address
+  -disable-hostname-propagation, -enable-hostname-propagation
+                            whether MPICH ranks get MPIR_CVAR_CH3_INTERFACE_HOSTNAME, their
+                            host's name as the host list gives it (default: on, off with
+                            -iface; also HYDRA_HOSTNAME_PROPAGATION=yes|no)
+  -gpus-per-proc N|AUTO, -g local rank i gets CUDA_VISIBLE_DEVICES=i*N,...,i*N+N-1 (-1
+                            for 0), as Hydra numbers them; AUTO (default) sets nothing
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
   -io-cache DIR             before starting the job, replay on every host the unflushed
@@ -304,6 +312,10 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		return nil, err
 	}
 	cfg.BindTo, cfg.MapBy, cfg.Membind, cfg.Iface = o.place.bindTo, o.place.mapBy, o.place.membind, o.place.iface
+	if cfg.HostnameProp, err = hostnamePropagation(o, os.Getenv); err != nil {
+		return nil, err
+	}
+	cfg.GPUsPerProc = o.gpusPerProc
 	cfg.Place = hostfile.Options{PPN: o.ppn}
 	if o.roundRobin {
 		cfg.Place.Policy = hostfile.RoundRobin
@@ -479,7 +491,7 @@ func proxyPath(flag string) (string, error) {
 func backendFor(o *options, proxy string, log *slog.Logger) (func(hostfile.Host) launcher.Backend, error) {
 	var remote func() launcher.Backend
 	if useSlurm(o) {
-		return slurmBackend(log, o.place.iface)
+		return slurmBackend(log, o.place.iface, o.localhost)
 	}
 	switch {
 	case o.launcher == "fork":

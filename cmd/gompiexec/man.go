@@ -31,6 +31,7 @@ func writeMan(dir string) int {
 			{"GOMPI_PMI_TRACE", "when set, print every PMI exchange (as -pmi-trace)"},
 			{"HYDRA_BINDING, HYDRA_MAPPING, HYDRA_MEMBIND", "as -bind-to, -map-by and -membind when those are not given"},
 			{"HYDRA_IFACE", "as -iface when it is not given"},
+			{"HYDRA_HOSTNAME_PROPAGATION", "yes or no (1, 0, true, false, on, off): whether MPICH ranks get MPIR_CVAR_CH3_INTERFACE_HOSTNAME, when neither -enable- nor -disable-hostname-propagation is given"},
 			{"SLURM_JOB_ID, SLURM_JOB_NODELIST, SLURM_TASKS_PER_NODE", "inside a Slurm allocation the hosts and slots come from these, and proxies are started with srun (-launcher slurm) unless -launcher says otherwise"},
 			{"MPIEXEC_PORT_RANGE, MPIR_CVAR_CH3_PORT_RANGE", "MIN:MAX: the ports the slurm launcher listens on for its proxies to connect back, and Go ranks listen on for each other (a free one of the range), for firewalls that open only those; Hydra's other names (MPICH_PORT_RANGE, MPIEXEC_PORTRANGE, ...) work too"},
 			{"PBS_NODEFILE", "inside a PBS job the hosts come from this file"},

@@ -30,9 +30,10 @@ func inSlurmAllocation(getenv func(string) string) bool {
 var slurmBE *launcher.Slurm
 
 // slurmBackend starts every host's proxy in one srun step. With -iface the
-// proxies connect back to that interface's address only.
-func slurmBackend(log *slog.Logger, iface string) (func(hostfile.Host) launcher.Backend, error) {
-	cfg := launcher.SlurmConfig{Stderr: os.Stderr, Log: log}
+// proxies connect back to that interface's address only; with -localhost
+// to that name.
+func slurmBackend(log *slog.Logger, iface, localhost string) (func(hostfile.Host) launcher.Backend, error) {
+	cfg := launcher.SlurmConfig{Stderr: os.Stderr, Log: log, AdvertiseHost: localhost}
 	ports, err := portrange.FromEnv(os.Getenv)
 	if err != nil {
 		return nil, err

@@ -50,7 +50,7 @@ func TestUseSlurm(t *testing.T) {
 // address alone (by default: every address of the launch host).
 func TestSlurmBackendIface(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if _, err := slurmBackend(log, "lo"); err != nil {
+	if _, err := slurmBackend(log, "lo", ""); err != nil {
 		t.Fatal(err)
 	}
 	defer closeSlurm()
@@ -63,7 +63,35 @@ func TestSlurmBackendIface(t *testing.T) {
 	} else {
 		c.Close()
 	}
-	if _, err := slurmBackend(log, "gompi-none0"); err == nil || !strings.Contains(err.Error(), `-iface gompi-none0 on this host (gompiexec's): no network interface "gompi-none0"`) {
+	if _, err := slurmBackend(log, "gompi-none0", ""); err == nil || !strings.Contains(err.Error(), `-iface gompi-none0 on this host (gompiexec's): no network interface "gompi-none0"`) {
 		t.Errorf("unknown interface: %v", err)
+	}
+}
+
+// With -localhost the proxies of a Slurm step are told that one name, with
+// the listener's port, as Hydra's control-port string names its host.
+func TestSlurmBackendLocalhost(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	o, err := parseArgs([]string{"-localhost", "localhost", "-n", "1", "/bin/true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slurmBackend(log, "", o.localhost); err != nil {
+		t.Fatal(err)
+	}
+	defer closeSlurm()
+	adv := slurmBE.Advertised()
+	if len(adv) != 1 || !strings.HasPrefix(adv[0], "localhost:") {
+		t.Fatalf("advertised %q, want localhost:PORT alone", adv)
+	}
+	if c, err := net.Dial("tcp", adv[0]); err != nil {
+		t.Errorf("dial %s: %v", adv[0], err)
+	} else {
+		c.Close()
+	}
+	for _, bad := range [][]string{{"-localhost", ""}, {"-localhost", "a b"}, {"-localhost", "a", "-localhost", "b"}} {
+		if _, err := parseArgs(append(bad, "-n", "1", "/bin/true")); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
 	}
 }

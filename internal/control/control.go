@@ -133,6 +133,14 @@ type Job struct {
 	// address on its host as GOMPI_HOST (and the name to MPICH ranks as
 	// MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE); a host without it is an error.
 	Iface string `json:"iface,omitempty"`
+	// Hostname is this host's name as the host list gives it, for MPICH's
+	// ch3 as MPIR_CVAR_CH3_INTERFACE_HOSTNAME (Hydra's hostname
+	// propagation); "" sets nothing (-iface, -disable-hostname-propagation).
+	Hostname string `json:"hostname,omitempty"`
+	// GPUsPerProc is -gpus-per-proc N: local rank i gets
+	// CUDA_VISIBLE_DEVICES=i*N,...,i*N+N-1, and "-1" for N=0, as Hydra
+	// sets them. nil (AUTO, the default) sets nothing.
+	GPUsPerProc *int `json:"gpus_per_proc,omitempty"`
 
 	// PMI service for the ranks.
 	KVSName        string `json:"kvsname"`
@@ -180,6 +188,9 @@ func (j *Job) ForChild(t Subtree) *Job {
 	c := *j
 	c.Host, c.Index, c.Ranks, c.Children = t.Host, t.Index, t.Ranks, t.Children
 	c.HostBindTo = t.BindTo
+	if j.Hostname != "" {
+		c.Hostname = t.Host
+	}
 	return &c
 }
 

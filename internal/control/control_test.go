@@ -90,6 +90,17 @@ func TestForChildHostBinding(t *testing.T) {
 	}
 }
 
+// Hostname propagation names each host of a launch tree by its own entry
+// in the host list; without it no child gets a name.
+func TestForChildHostname(t *testing.T) {
+	if c := (&Job{Host: "a", Hostname: "a"}).ForChild(Subtree{Host: "b.example", Index: 1}); c.Hostname != "b.example" {
+		t.Errorf("with propagation: child Hostname %q, want b.example", c.Hostname)
+	}
+	if c := (&Job{Host: "a"}).ForChild(Subtree{Host: "b", Index: 1}); c.Hostname != "" {
+		t.Errorf("without propagation: child Hostname %q, want none", c.Hostname)
+	}
+}
+
 // streamLog records each Write on a stream (a yamux frame each).
 type streamLog struct {
 	bytes.Buffer

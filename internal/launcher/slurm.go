@@ -58,6 +58,10 @@ type SlurmConfig struct {
 	// the srun node's address as Slurm gives it to tasks
 	// ($SLURM_LAUNCH_NODE_IPADDR), then every non-loopback address here.
 	Advertise []string
+	// AdvertiseHost, when Advertise is empty, is the one name or address
+	// proxies connect back to, with the listener's port (gompiexec
+	// -localhost, Hydra's name of the launch host).
+	AdvertiseHost string
 	// ConnectTimeout bounds the wait for every proxy to connect back once
 	// srun has started. Default 60s (srun may queue for a moment).
 	ConnectTimeout time.Duration
@@ -116,7 +120,9 @@ func NewSlurm(cfg SlurmConfig) (*Slurm, error) {
 	s := &Slurm{cfg: cfg, secret: secret, ln: ln, waiting: map[string]chan net.Conn{}, srunDone: make(chan struct{})}
 	if len(s.cfg.Advertise) == 0 {
 		a := ln.Addr().(*net.TCPAddr)
-		if a.IP.IsUnspecified() {
+		if cfg.AdvertiseHost != "" {
+			s.cfg.Advertise = []string{net.JoinHostPort(cfg.AdvertiseHost, strconv.Itoa(a.Port))}
+		} else if a.IP.IsUnspecified() {
 			s.cfg.Advertise = advertise(a.Port)
 		} else {
 			s.cfg.Advertise = []string{a.String()}

@@ -93,6 +93,12 @@ type Config struct {
 	// each proxy on its own host, and the one the Slurm launcher's
 	// connect-back listener uses.
 	Iface string
+	// HostnameProp gives MPICH ranks their host's name as the host list
+	// writes it (MPIR_CVAR_CH3_INTERFACE_HOSTNAME), as Hydra does by
+	// default; gompiexec turns it off with -iface.
+	HostnameProp bool
+	// GPUsPerProc is -gpus-per-proc N (control.Job); nil is AUTO.
+	GPUsPerProc *int
 	// IOCacheDirs are node-local MPI-IO cache directories every proxy
 	// replays (journal.ReplayDir) before it starts its ranks.
 	IOCacheDirs []string
@@ -373,6 +379,10 @@ func (j *job) run(ctx context.Context) (int, error) {
 				KVSName: "kvs_" + jobID, ProcessMapping: mapping, UniverseSize: universe,
 				PMIPort: cfg.PMIPort, PMITrace: cfg.PMITrace, IOCacheDirs: cfg.IOCacheDirs,
 				Index: t.sub.Index, Children: t.sub.Children, ProxyPath: cfg.ProxyPath,
+				GPUsPerProc: cfg.GPUsPerProc,
+			}
+			if cfg.HostnameProp {
+				jb.Hostname = h.Name
 			}
 			if len(t.sub.Children) > 0 {
 				jb.Launch = &t.recipe

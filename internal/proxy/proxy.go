@@ -858,6 +858,9 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 		for _, kv := range p.ifaceEnv {
 			base.set(kv)
 		}
+		for _, kv := range hostnameEnv(p.job) {
+			base.set(kv)
+		}
 		// As Hydra: gfortran ranks otherwise buffer their output to our
 		// pipes and it arrives late or, at a crash, never.
 		base.set("GFORTRAN_UNBUFFERED_PRECONNECTED=y")
@@ -870,6 +873,9 @@ func (p *proxy) rankEnv(rs control.RankSpec, app control.App) []string {
 	env.set("PMI_SIZE=" + strconv.Itoa(p.job.Size))
 	env.set("MPI_LOCALRANKID=" + strconv.Itoa(rs.LocalRank))
 	env.set("MPI_LOCALNRANKS=" + strconv.Itoa(local))
+	if g := p.job.GPUsPerProc; g != nil {
+		env.set("CUDA_VISIBLE_DEVICES=" + cudaDevices(*g, rs.LocalRank))
+	}
 	env.set("GOMPI_JOBID=" + p.job.JobID)
 	env.set("GOMPI_APPNUM=" + strconv.Itoa(rs.AppNum))
 	return env.list()
