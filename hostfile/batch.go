@@ -72,13 +72,3 @@ func ParseSGE(r io.Reader, filename string) ([]Host, error) {
 	}
 	return hosts, nil
 }
-
-// addHost appends h, or adds its slots to the host of that name.
-func addHost(hosts *[]Host, index map[string]int, h Host) error {
-	if j, ok := index[h.Name]; ok {
-		return merge(&(*hosts)[j], h)
-	}
-	index[h.Name] = len(*hosts)
-	*hosts = append(*hosts, h)
-	return nil
-}

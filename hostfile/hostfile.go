@@ -46,8 +46,10 @@ func (e *ParseError) Error() string {
 const maxSlots = 1 << 20
 
 // Parse reads a hostfile. Lines hold `host`, `host:N`, or `host slots=N
-// max_slots=M user=U binding=SPEC`; `#` starts a comment. A host named on several lines is
-// one host whose slots add up (PBS node files list a host once per slot).
+// max_slots=M user=U binding=SPEC`; `#` starts a comment. A host named on
+// consecutive lines is one entry whose slots add up (PBS node files list a
+// host once per slot); named again after another host, it is a further
+// entry, as in Hydra, and placement interleaves (Place).
 func Parse(r io.Reader, filename string) ([]Host, error) {
 	var hosts []Host
 	index := map[string]int{}
@@ -110,14 +112,9 @@ func Parse(r io.Reader, filename string) ([]Host, error) {
 		if h.MaxSlots > 0 && h.MaxSlots < h.Slots {
 			return nil, perr(fields[0], fmt.Sprintf("max_slots=%d is less than slots=%d", h.MaxSlots, h.Slots))
 		}
-		if i, ok := index[h.Name]; ok {
-			if err := merge(&hosts[i], h); err != nil {
-				return nil, perr(fields[0], err.Error())
-			}
-			continue
+		if err := addHost(&hosts, index, h); err != nil {
+			return nil, perr(fields[0], err.Error())
 		}
-		index[h.Name] = len(hosts)
-		hosts = append(hosts, h)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, &ParseError{File: filename, Line: line + 1, Msg: err.Error()}
@@ -128,16 +125,43 @@ func Parse(r io.Reader, filename string) ([]Host, error) {
 	return hosts, nil
 }
 
-// merge folds a repeated host line into the first one.
+// addHost appends h to the host list, or adds its slots to the last entry
+// when that names the same host (Hydra's rule: only consecutive lines
+// merge). Every entry of a host runs under one proxy, so they must agree
+// on its user and binding.
+func addHost(hosts *[]Host, index map[string]int, h Host) error {
+	if j, ok := index[h.Name]; ok {
+		if err := compatible((*hosts)[j], h); err != nil {
+			return err
+		}
+	} else {
+		index[h.Name] = len(*hosts)
+	}
+	if last := len(*hosts) - 1; last >= 0 && (*hosts)[last].Name == h.Name {
+		return merge(&(*hosts)[last], h)
+	}
+	*hosts = append(*hosts, h)
+	return nil
+}
+
+// compatible checks two entries of one host.
+func compatible(a, b Host) error {
+	if a.User != "" && b.User != "" && a.User != b.User {
+		return fmt.Errorf("host %s listed with users %s and %s", a.Name, a.User, b.User)
+	}
+	if a.Binding != "" && b.Binding != "" && a.Binding != b.Binding {
+		return fmt.Errorf("host %s listed with binding=%s and binding=%s", a.Name, a.Binding, b.Binding)
+	}
+	return nil
+}
+
+// merge folds an entry of the same host into dst.
 func merge(dst *Host, h Host) error {
-	if h.User != "" && dst.User != "" && h.User != dst.User {
-		return fmt.Errorf("host %s listed with users %s and %s", h.Name, dst.User, h.User)
+	if err := compatible(*dst, h); err != nil {
+		return err
 	}
 	if dst.User == "" {
 		dst.User = h.User
-	}
-	if h.Binding != "" && dst.Binding != "" && h.Binding != dst.Binding {
-		return fmt.Errorf("host %s listed with binding=%s and binding=%s", h.Name, dst.Binding, h.Binding)
 	}
 	if dst.Binding == "" {
 		dst.Binding = h.Binding
@@ -181,14 +205,9 @@ func ParseList(list string) ([]Host, error) {
 		if err != nil {
 			return nil, perr(err.Error())
 		}
-		if j, ok := index[h.Name]; ok {
-			if err := merge(&hosts[j], h); err != nil {
-				return nil, perr(err.Error())
-			}
-			continue
+		if err := addHost(&hosts, index, h); err != nil {
+			return nil, perr(err.Error())
 		}
-		index[h.Name] = len(hosts)
-		hosts = append(hosts, h)
 	}
 	return hosts, nil
 }

@@ -18,10 +18,12 @@ func TestParse(t *testing.T) {
 		{"mpich", "a\nb:4\n", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 4}}},
 		{"openmpi", "a slots=2 max_slots=4\n", []Host{{Name: "a", Slots: 2, MaxSlots: 4}}},
 		{"comments", "# head\n\n  a:2 # two\n\t\nb # one\n", []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}},
-		{"repeat merges", "a\nb\na\n", []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}}},
+		{"adjacent repeat merges", "a\na:2\nb\n", []Host{{Name: "a", Slots: 3}, {Name: "b", Slots: 1}}},
+		// As Hydra: a host named again after another is a further entry.
+		{"repeat after another host", "a\nb\na\n", []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}, {Name: "a", Slots: 1}}},
 		{"pbs style", "n1\nn1\nn1\nn2\n", []Host{{Name: "n1", Slots: 3}, {Name: "n2", Slots: 1}}},
 		{"user", "a:2 user=bob\n", []Host{{Name: "a", Slots: 2, User: "bob"}}},
-		{"binding", "a:2 binding=user:0+1,2\nb binding=none\na\n", []Host{{Name: "a", Slots: 3, Binding: "user:0+1,2"}, {Name: "b", Slots: 1, Binding: "none"}}},
+		{"binding", "a:2 binding=user:0+1,2\nb binding=none\na\n", []Host{{Name: "a", Slots: 2, Binding: "user:0+1,2"}, {Name: "b", Slots: 1, Binding: "none"}, {Name: "a", Slots: 1}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +57,7 @@ func TestParseErrors(t *testing.T) {
 		{"# only comments\n", "no hosts listed", 0, ""},
 		{"a user=x\na user=y\n", "users x and y", 2, "a"},
 		{"a binding=core\na binding=socket\n", "binding=core and binding=socket", 2, "a"},
+		{"a user=x\nb\na user=y\n", "users x and y", 3, "a"}, // one proxy runs both entries
 		{"a binding=\n", "empty binding", 1, "binding="},
 	}
 	for _, tc := range tests {
@@ -85,11 +88,11 @@ func TestParseFile(t *testing.T) {
 }
 
 func TestParseList(t *testing.T) {
-	got, err := ParseList("a,b:2,a")
+	got, err := ParseList("a,a,b:2,a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}
+	want := []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}, {Name: "a", Slots: 1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v", got)
 	}
@@ -172,6 +175,7 @@ func hostsOf(l *Layout) []int {
 
 func TestPlace(t *testing.T) {
 	ab := []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 2}}
+	aba := []Host{{Name: "a", Slots: 1}, {Name: "b", Slots: 1}, {Name: "a", Slots: 1}}
 	tests := []struct {
 		name    string
 		hosts   []Host
@@ -189,6 +193,12 @@ func TestPlace(t *testing.T) {
 		{"unused host dropped", []Host{{Name: "a", Slots: 4}, {Name: "b", Slots: 1}}, []int{2}, Options{}, []int{0, 0}, "(vector,(0,1,2))"},
 		{"max_slots", []Host{{Name: "a", Slots: 1, MaxSlots: 1}, {Name: "b", Slots: 1}}, []int{3}, Options{}, []int{0, 1, 1}, "(vector,(0,1,1),(1,1,2))"},
 		{"mpmd", ab, []int{1, 3}, Options{}, []int{0, 0, 1, 1}, "(vector,(0,2,2))"},
+		// A host listed apart (a,b,a) takes ranks in Hydra's order, one
+		// proxy (one node of the mapping) for all of its entries.
+		{"interleaved", aba, []int{3}, Options{}, []int{0, 1, 0}, "(vector,(0,2,1))"},
+		{"interleaved wrap", aba, []int{6}, Options{}, []int{0, 1, 0, 0, 1, 0}, "(vector,(0,2,1),(0,1,2),(1,1,1))"},
+		{"interleaved slots", []Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}, {Name: "a", Slots: 1}}, []int{5}, Options{}, []int{0, 0, 1, 0, 0}, "(vector,(0,1,2),(1,1,1))"},
+		{"interleaved ppn", aba, []int{6}, Options{PPN: 2}, []int{0, 0, 1, 1, 0, 0}, "(vector,(0,2,2))"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,7 +226,12 @@ func TestPlace(t *testing.T) {
 			}
 		})
 	}
-	l, _ := Place(ab, []int{1, 3}, Options{})
+	// Slots of a host listed apart: those of its entries that got ranks.
+	l, _ := Place([]Host{{Name: "a", Slots: 2}, {Name: "b", Slots: 1}, {Name: "a", Slots: 3}, {Name: "c", Slots: 4}}, []int{4}, Options{})
+	if len(l.Hosts) != 2 || l.Hosts[0].Name != "a" || l.Hosts[0].Slots != 5 || l.Hosts[1].Slots != 1 {
+		t.Fatalf("hosts %+v, want a with 5 slots and b with 1", l.Hosts)
+	}
+	l, _ = Place(ab, []int{1, 3}, Options{})
 	if l.Ranks[0].AppNum != 0 || l.Ranks[3].AppNum != 1 {
 		t.Fatalf("appnums %+v", l.Ranks)
 	}

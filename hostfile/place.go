@@ -34,7 +34,10 @@ type Rank struct {
 
 // Layout is the result of placement.
 type Layout struct {
-	Hosts []Host // only hosts that received ranks, in host-list order
+	// Hosts are the hosts that received ranks, one per name, in the order
+	// of their first entry; Slots counts their entries that got ranks
+	// (with -ppn, PPN each).
+	Hosts []Host
 	Ranks []Rank // indexed by global rank
 }
 
@@ -95,15 +98,29 @@ func Place(hosts []Host, counts []int, opt Options) (*Layout, error) {
 		used[h]++
 		inHost++
 	}
-	// Compact to the hosts that got ranks.
+	// Compact to the hosts that got ranks, one per name: entries of a host
+	// listed apart (a,b,a) take ranks in Hydra's interleaved order but
+	// share one proxy, whose slots are those of its entries that got ranks
+	// (what Hydra's -usize SYSTEM counts).
 	newIdx := make([]int, len(hosts))
+	byName := map[string]int{}
 	l := &Layout{}
 	for i, hst := range hosts {
 		newIdx[i] = -1
-		if used[i] > 0 {
-			newIdx[i] = len(l.Hosts)
-			l.Hosts = append(l.Hosts, hst)
+		if used[i] == 0 {
+			continue
 		}
+		hst.Slots = slots[i]
+		if k, ok := byName[hst.Name]; ok {
+			newIdx[i] = k
+			if err := merge(&l.Hosts[k], hst); err != nil {
+				return nil, fmt.Errorf("placement: %w", err)
+			}
+			continue
+		}
+		newIdx[i] = len(l.Hosts)
+		byName[hst.Name] = len(l.Hosts)
+		l.Hosts = append(l.Hosts, hst)
 	}
 	local := make([]int, len(l.Hosts))
 	l.Ranks = make([]Rank, total)

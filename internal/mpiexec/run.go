@@ -183,8 +183,6 @@ func (c *Config) universeSize(used []hostfile.Host) int {
 	switch {
 	case c.Universe > 0:
 		return c.Universe
-	case c.Universe == UniverseSystem && c.Place.PPN > 0:
-		return c.Place.PPN * len(used)
 	case c.Universe == UniverseSystem:
 		n := 0
 		for _, h := range used {

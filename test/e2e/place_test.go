@@ -207,3 +207,42 @@ func oneLine(t *testing.T, stderr string) {
 		t.Errorf("stderr has %d lines, want the error once:\n%s", n+1, stderr)
 	}
 }
+
+// A host named again after another (a,b,a) is a further entry of the host
+// list, as in Hydra: ranks go to the entries in list order, so such lists
+// interleave hosts, with every option that places ranks. Each rank
+// reports its host by the name hostname propagation gives it.
+func TestHostListOrderMatchesHydra(t *testing.T) {
+	needHydra(t)
+	self, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf := filepath.Join(t.TempDir(), "hosts")
+	if err := os.WriteFile(hf, []byte("localhost\nlocalhost\n"+self+"\nlocalhost # again\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const where = `echo "$PMI_RANK ${MPIR_CVAR_CH3_INTERFACE_HOSTNAME}"`
+	for _, opts := range []string{
+		"-hosts localhost," + self + ",localhost," + self + " -n 6",
+		"-hosts localhost:2," + self + ",localhost:3 -n 9",
+		"-hosts localhost," + self + ",localhost -ppn 2 -n 8",
+		"-f " + hf + " -n 5",
+		"-f " + hf + " -n 9",
+	} {
+		t.Run(opts, func(t *testing.T) {
+			args := append(strings.Fields(opts), "/bin/sh", "-c", where)
+			r := runJob(t, "", args...)
+			if r.Code != 0 {
+				t.Fatalf("gompiexec exit %d: %s", r.Code, r.Stderr)
+			}
+			out, err := exec.Command("mpiexec.hydra", args...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("mpiexec.hydra: %v\n%s", err, out)
+			}
+			if got, want := sortedLines(r.Stdout), sortedLines(string(out)); got != want {
+				t.Errorf("gompiexec:\n%s\nmpiexec.hydra:\n%s", got, want)
+			}
+		})
+	}
+}

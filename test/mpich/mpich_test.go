@@ -246,6 +246,10 @@ func TestMPICHUniverseSize(t *testing.T) {
 		// both ranks fit on a's one slot and b's four.
 		{[]string{"-launcher", "fork", "-usize", "SYSTEM", "-hosts", "a:1,b:4,c:2"}, "universe 5\n"},
 		{[]string{"-launcher", "fork", "-usize", "SYSTEM", "-hosts", "a:3,b:1,c", "-ppn", "2"}, "universe 2\n"},
+		// A host listed again after another is a further entry (Hydra's
+		// node): the entries that get ranks count, here a's first and b.
+		{[]string{"-launcher", "fork", "-usize", "SYSTEM", "-hosts", "a:1,b:4,a:3"}, "universe 5\n"},
+		{[]string{"-launcher", "fork", "-usize", "SYSTEM", "-hosts", "a,b,a:3", "-ppn", "1"}, "universe 2\n"},
 	} {
 		r := launch(t, append(tc.args, "-n", "2", prog("mpmd"))...)
 		if r.code != 0 || strings.Count(r.out, tc.want) != 2 {
