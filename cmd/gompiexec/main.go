@@ -109,6 +109,8 @@ Global options:
   -bind-to user:CPUS,...    local rank i gets the i-th list (CPUs joined by +, e.g.
                             user:0+2,1+3); ranks beyond the lists are not bound
   -bind-to rr               one hardware thread per rank, in CPU number order
+  -bind-to DEVICE[:N]       the CPUs near a device, one device per rank in turn:
+                            pci:BUSID, gpu[N], ib[N], hfi, en or eth[NAME]
   -map-by TYPE[:N]          the objects (groups of N) local ranks go to in turn, each
                             bound inside the one it goes to (default: -bind-to's own;
                             no effect without -bind-to, as in Hydra); also HYDRA_MAPPING

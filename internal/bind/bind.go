@@ -2,8 +2,8 @@
 // -bind-to, -map-by and -membind, as Hydra's hwloc binding does, from
 // Linux sysfs: no hwloc on the launch path. A host's local ranks take the
 // objects of the chosen type (hardware thread, core, cache, socket, NUMA
-// node, machine) in the order the mapping gives (plan.go), among the CPUs
-// the proxy itself may use.
+// node, machine, or the CPUs near an I/O device: device.go) in the order
+// the mapping gives (plan.go), among the CPUs the proxy itself may use.
 package bind
 
 import (
@@ -28,6 +28,13 @@ type Spec struct {
 	// User is user:'s CPU list per local rank; ranks beyond it are not
 	// bound (as in Hydra).
 	User [][]int
+	// Name picks one device of a device type (device.go): a PCI bus id,
+	// gpuN, or an interface or adapter name (eth0, ib0, hfi1_0).
+	Name string
+	// Devices are the local CPUs of each device a device type names (nil
+	// entries: the whole machine), as ReadDevices finds them; Plan needs
+	// them for device types.
+	Devices [][]int
 }
 
 // None reports whether s binds nothing.
@@ -47,10 +54,18 @@ func (s Spec) String() string {
 			parts = append(parts, strings.Join(ids, "+"))
 		}
 		return "user:" + strings.Join(parts, ",")
-	case s.N == 1:
-		return s.Type
 	}
-	return s.Type + ":" + strconv.Itoa(s.N)
+	typ := s.Type
+	switch {
+	case s.Type == "pci":
+		return "pci:" + s.Name
+	case s.Name != "":
+		typ = s.Name
+	}
+	if s.N == 1 {
+		return typ
+	}
+	return typ + ":" + strconv.Itoa(s.N)
 }
 
 // Parse reads a -bind-to value: TYPE, TYPE:N, rr or user:CPU[+CPU...][,...]
@@ -79,9 +94,12 @@ func parse(opt, v string, user bool) (Spec, error) {
 		}
 		return Spec{Type: "rr", N: 1}, nil
 	}
+	if s, ok, err := parseDevice(opt, v); ok {
+		return s, err
+	}
 	known := slices.Contains(Types, typ) || cacheLevel(typ) > 0
 	if !known {
-		names := strings.Join(Types, ", ")
+		names := strings.Join(Types, ", ") + ", pci:BUSID, gpu[N], ib[NAME], hfi[NAME], en, eth[NAME]"
 		if user {
 			names += ", rr, user:"
 		}

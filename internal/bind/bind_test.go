@@ -233,6 +233,18 @@ func TestParse(t *testing.T) {
 		{"core:0", Spec{}, `count "0"`},
 		{"core:x", Spec{}, `count "x"`},
 		{"none:2", Spec{}, "none takes no count"},
+		{"gpu", Spec{Type: "gpu", N: 1}, ""},
+		{"gpu3:2", Spec{Type: "gpu", N: 2, Name: "gpu3"}, ""},
+		{"gpux", Spec{}, "want gpu or gpuN"},
+		{"eth", Spec{Type: "en", N: 1}, ""},
+		{"en", Spec{Type: "en", N: 1}, ""},
+		{"enp59s0f0", Spec{Type: "en", N: 1, Name: "enp59s0f0"}, ""},
+		{"ib0", Spec{Type: "ib", N: 1, Name: "ib0"}, ""},
+		{"hfi1_0", Spec{Type: "hfi", N: 1, Name: "hfi1_0"}, ""},
+		{"pci:3B:00.0", Spec{Type: "pci", N: 1, Name: "0000:3b:00.0"}, ""},
+		{"pci:0001:3b:00.7", Spec{Type: "pci", N: 1, Name: "0001:3b:00.7"}, ""},
+		{"pci:3b:00", Spec{}, "is not a PCI bus id"},
+		{"pci:", Spec{}, "is not a PCI bus id"},
 	} {
 		got, err := Parse(tc.in)
 		if tc.wantErr != "" {

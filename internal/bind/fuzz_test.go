@@ -10,7 +10,8 @@ import (
 // back from its String (what gompiexec sends the proxies).
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{"core", "core:2", "l3cache:1", "user:0+2,1+3", "user:0-3", "rr", "none", "",
-		"bind:0-1", "interleave:0,2", "firsttouch", "0-3,8", "user:0-99999999", "bind:0-4294967296", "core:-1"} {
+		"bind:0-1", "interleave:0,2", "firsttouch", "0-3,8", "user:0-99999999", "bind:0-4294967296", "core:-1",
+		"gpu1:2", "eth0", "pci:0000:3b:00.0", "ib", "hfi1_0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, v string) {

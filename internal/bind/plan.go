@@ -48,7 +48,11 @@ func (t Topology) Plan(b, m Spec) ([][]int, error) {
 	if m.None() {
 		m = b
 	}
-	bindObjs, mapObjs := t.Objects(b.Type), t.Objects(m.Type)
+	// As Hydra: devices map only by devices of the same kind.
+	if (m.Device() && !b.Device()) || (b.Device() && m.Type != b.Type) {
+		return nil, fmt.Errorf("-bind-to %s cannot be mapped by %s: device bindings map by their own devices only", b, m)
+	}
+	bindObjs, mapObjs := t.objectsOf(b), t.objectsOf(m)
 	for _, o := range []struct {
 		objs [][]int
 		typ  string
@@ -88,10 +92,14 @@ func (t Topology) Plan(b, m Spec) ([][]int, error) {
 	}
 
 	// 2. Bindings, round-robin over the domains.
+	// A CPU's binding object is the first that holds it (devices' CPU sets
+	// can overlap: Hydra takes the first too).
 	objOf := map[int]int{}
 	for i, o := range bindObjs {
 		for _, c := range o {
-			objOf[c] = i
+			if _, ok := objOf[c]; !ok {
+				objOf[c] = i
+			}
 		}
 	}
 	pusBind := total / len(bindObjs) * b.N
@@ -126,6 +134,27 @@ func (t Topology) Plan(b, m Spec) ([][]int, error) {
 		}
 	}
 	return sets, nil
+}
+
+// objectsOf are s's objects: Objects(s.Type), or for a device type each
+// device's local CPUs among t's, in topology order (nil: all of t).
+func (t Topology) objectsOf(s Spec) [][]int {
+	if !s.Device() {
+		return t.Objects(s.Type)
+	}
+	var objs [][]int
+	for _, local := range s.Devices {
+		var o []int
+		for _, c := range t {
+			if local == nil || slices.Contains(local, c.ID) {
+				o = append(o, c.ID)
+			}
+		}
+		if len(o) > 0 {
+			objs = append(objs, o)
+		}
+	}
+	return objs
 }
 
 // insideObjs are the indices of the objects wholly inside cpus.

@@ -6,8 +6,12 @@ import (
 	"github.com/gompi/gompi/internal/bind"
 )
 
-// sysfsRoot is where the topology is read (a variable for tests).
-var sysfsRoot = "/sys/devices/system"
+// sysfsRoot is where the topology is read, devRoot where I/O devices are
+// found (variables for tests).
+var (
+	sysfsRoot = "/sys/devices/system"
+	devRoot   = "/sys"
+)
 
 // placement is the job's -bind-to (this host's binding= when its host
 // file line has one), -map-by and -membind.
@@ -55,6 +59,13 @@ func (p *proxy) planBinding() error {
 	topo, err := bind.Read(sysfsRoot, allowed, bind.CacheLevels(b, m)...)
 	if err != nil {
 		return fmt.Errorf("proxy: host %s: %s: reading the topology: %w", p.job.Host, what, err)
+	}
+	for _, s := range []*bind.Spec{&b, &m} {
+		if s.Device() {
+			if err := bind.ReadDevices(devRoot, s); err != nil {
+				return fmt.Errorf("proxy: host %s: %w", p.job.Host, err)
+			}
+		}
 	}
 	sets, err := topo.Plan(b, m)
 	if err != nil {

@@ -246,3 +246,63 @@ func TestHostListOrderMatchesHydra(t *testing.T) {
 		})
 	}
 }
+
+// Binding near I/O devices (Hydra's pci:, en/eth, ib, gpu, hfi) binds
+// every rank where mpiexec.hydra binds it on this machine, and a kind of
+// device the machine lacks fails the job under both.
+func TestDeviceBindingMatchesHydra(t *testing.T) {
+	needHydra(t)
+	cases := []struct {
+		opts  string
+		fails bool
+	}{
+		{opts: "-bind-to en"},
+		{opts: "-bind-to eth -map-by eth"},
+		{opts: "-bind-to ib", fails: true},
+		{opts: "-bind-to gpu", fails: true},
+		{opts: "-bind-to hfi", fails: true},
+		{opts: "-bind-to pci:00:1f.7", fails: true},
+	}
+	// The PCI function of the first network interface on one, if any.
+	if ents, err := os.ReadDir("/sys/class/net"); err == nil {
+		for _, e := range ents {
+			dev, err := filepath.EvalSymlinks(filepath.Join("/sys/class/net", e.Name(), "device"))
+			if err != nil {
+				continue
+			}
+			for d := dev; d != "/sys/devices" && d != "/"; d = filepath.Dir(d) {
+				if b := filepath.Base(d); len(b) == len("0000:00:00.0") && b[4] == ':' && b[10] == '.' {
+					cases = append(cases, struct {
+						opts  string
+						fails bool
+					}{opts: "-bind-to pci:" + b})
+					break
+				}
+			}
+			break
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.opts, func(t *testing.T) {
+			args := append(strings.Fields(tc.opts), "-n", "3", "/bin/sh", "-c", rankCPUs)
+			r := runJob(t, "", args...)
+			out, herr := exec.Command("mpiexec.hydra", args...).CombinedOutput()
+			if tc.fails {
+				if herr == nil || r.Code == 0 {
+					t.Fatalf("want both to fail: mpiexec.hydra %v\n%s\ngompiexec exit %d\n%s", herr, out, r.Code, r.Stdout)
+				}
+				t.Logf("gompiexec: %s", strings.TrimSpace(r.Stderr))
+				return
+			}
+			if r.Code != 0 {
+				t.Fatalf("gompiexec exit %d: %s", r.Code, r.Stderr)
+			}
+			if herr != nil {
+				t.Fatalf("mpiexec.hydra: %v\n%s", herr, out)
+			}
+			if got, want := sortedLines(r.Stdout), sortedLines(string(out)); got != want {
+				t.Errorf("gompiexec:\n%s\nmpiexec.hydra:\n%s", got, want)
+			}
+		})
+	}
+}
