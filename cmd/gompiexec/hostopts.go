@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/hostfile"
+	"github.com/gompi/gompi/pmi/nameserver"
 )
 
 // More of Hydra's options: where the host list comes from and how it is
@@ -18,6 +19,7 @@ type hostOpts struct {
 	skipLaunchNode bool   // -skip-launch-node
 	orderNodes     string // -order-nodes: "", "ascending", "descending"
 	localhost      string // -localhost: the name proxies connect back to
+	nameserver     string // -nameserver HOST:PORT, checked
 }
 
 func init() {
@@ -37,6 +39,17 @@ func init() {
 		o.localhost = v[0]
 		return nil
 	}}, "localhost")
+	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {
+		if err := o.once("nameserver", "nameserver"); err != nil {
+			return err
+		}
+		addr, err := nameserver.ParseAddr(v[0])
+		if err != nil {
+			return usagef("-nameserver: %v", err)
+		}
+		o.nameserver = addr
+		return nil
+	}}, "nameserver")
 	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
 		o.skipLaunchNode = true
 		return nil

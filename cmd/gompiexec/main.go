@@ -121,6 +121,9 @@ Global options:
   -iface IF                 ranks advertise IF's IPv4 address on their host (GOMPI_HOST;
                             MPICH ranks get MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=IF), and
                             Slurm-launched proxies connect back over it; also HYDRA_IFACE
+  -nameserver HOST[:PORT]   ranks publish and look up names (MPI_Publish_name,
+                            MPI_Lookup_name) at this name server, shared with other jobs:
+                            gompi-nameserver or MPICH's hydra_nameserver (port 6392)
   -localhost NAME           Slurm-launched proxies connect back to NAME (this host's name
                             or address as the nodes reach it) and no other address
   -disable-hostname-propagation, -enable-hostname-propagation
@@ -318,6 +321,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 		return nil, err
 	}
 	cfg.GPUsPerProc = o.gpusPerProc
+	cfg.Nameserver = o.nameserver
 	cfg.Place = hostfile.Options{PPN: o.ppn}
 	if o.roundRobin {
 		cfg.Place.Policy = hostfile.RoundRobin

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,7 +21,12 @@ var deviceTypes = []string{"pci", "gpu", "ib", "hfi", "en"}
 // Device reports whether s binds to I/O devices.
 func (s Spec) Device() bool { return slices.Contains(deviceTypes, s.Type) }
 
-var gpuName = regexp.MustCompile(`^card[0-9]+$`)
+// gpuName matches DRM cards (card0), not their connectors (card0-DP-1).
+// No regexp: package init must not allocate (gompi-proxy starts it).
+func gpuName(n string) bool {
+	d, ok := strings.CutPrefix(n, "card")
+	return ok && d != "" && strings.Trim(d, "0123456789") == ""
+}
 
 // parseDevice reads the device forms of -bind-to and -map-by; ok is false
 // when v is not one.
@@ -70,24 +74,34 @@ func parseDevice(opt, v string) (s Spec, ok bool, err error) {
 	return s, true, nil
 }
 
-var pciBusID = regexp.MustCompile(`^(?:([0-9a-f]{1,4}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$`)
-
 // pciID normalises a PCI bus id ("00:02.0", "0000:00:02.0") to sysfs's
 // form.
 func pciID(s string) (string, error) {
-	m := pciBusID.FindStringSubmatch(strings.ToLower(s))
-	if m == nil {
-		return "", fmt.Errorf("%q is not a PCI bus id (want [DOMAIN:]BUS:DEVICE.FUNCTION, e.g. 0000:3b:00.0)", s)
+	bad := fmt.Errorf("%q is not a PCI bus id (want [DOMAIN:]BUS:DEVICE.FUNCTION, e.g. 0000:3b:00.0)", s)
+	parts := strings.Split(strings.ToLower(s), ":")
+	if len(parts) == 2 {
+		parts = append([]string{"0"}, parts...)
 	}
-	hex := func(v string, width int) string {
-		n, _ := strconv.ParseUint(v, 16, 16)
-		return fmt.Sprintf("%0*x", width, n)
+	if len(parts) != 3 {
+		return "", bad
 	}
-	dom := "0"
-	if m[1] != "" {
-		dom = m[1]
+	dev, fn, ok := strings.Cut(parts[2], ".")
+	if !ok || len(fn) != 1 || fn[0] < '0' || fn[0] > '7' {
+		return "", bad
 	}
-	return hex(dom, 4) + ":" + hex(m[2], 2) + ":" + hex(m[3], 2) + "." + m[4], nil
+	var out [3]uint64
+	for i, v := range []string{parts[0], parts[1], dev} {
+		width := 2
+		if i == 0 {
+			width = 4
+		}
+		n, err := strconv.ParseUint(v, 16, 16)
+		if err != nil || len(v) > width || strings.HasPrefix(v, "+") {
+			return "", bad
+		}
+		out[i] = n
+	}
+	return fmt.Sprintf("%04x:%02x:%02x.%s", out[0], out[1], out[2], fn), nil
 }
 
 // ReadDevices finds the devices s names under the sysfs tree sys
@@ -124,7 +138,7 @@ func ReadDevices(sys string, s *Spec) error {
 			dirs = append(dirs, filepath.Join(sys, "class", "infiniband", n, "device"))
 		}
 	case "gpu":
-		names, err := classEntries(filepath.Join(sys, "class", "drm"), gpuName.MatchString)
+		names, err := classEntries(filepath.Join(sys, "class", "drm"), gpuName)
 		if err != nil {
 			return err
 		}

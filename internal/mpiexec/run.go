@@ -99,6 +99,10 @@ type Config struct {
 	HostnameProp bool
 	// GPUsPerProc is -gpus-per-proc N (control.Job); nil is AUTO.
 	GPUsPerProc *int
+	// Nameserver is -nameserver HOST:PORT: ranks' MPI_Publish_name and
+	// MPI_Lookup_name go to that name server (MPICH's hydra_nameserver or
+	// gompi-nameserver), shared with other jobs; "" keeps names in the job.
+	Nameserver string
 	// IOCacheDirs are node-local MPI-IO cache directories every proxy
 	// replays (journal.ReplayDir) before it starts its ranks.
 	IOCacheDirs []string
@@ -747,25 +751,6 @@ func optional(prefix, s string) string {
 		return ""
 	}
 	return prefix + s
-}
-
-func (j *job) nameService(host int, m control.Msg) {
-	reply := control.Msg{T: control.MsgNameReply, Host: host, ReqID: m.ReqID}
-	var err error
-	switch m.Op {
-	case "publish":
-		err = j.kvs.Publish(m.Service, m.Port)
-	case "unpublish":
-		err = j.kvs.Unpublish(m.Service)
-	case "lookup":
-		reply.Port, err = j.kvs.Lookup(m.Service)
-	default:
-		err = fmt.Errorf("unknown name-service operation %q", m.Op)
-	}
-	if err != nil {
-		reply.Error = err.Error()
-	}
-	j.tops[j.hosts[host].top].out.push(reply)
 }
 
 func (j *job) rankExited(rank, code, sig int, msg string, at int64) {

@@ -42,6 +42,9 @@ func setup(dir string) error {
 			return fmt.Errorf("mpicc %s: %v\n%s", src, err, b)
 		}
 	}
+	if err := testkit.Build(dir, testkit.Pkg("cmd/gompi-nameserver")); err != nil {
+		return err
+	}
 	if m := os.Getenv("GOMPI_MPIEXEC"); m != "" {
 		mpiexec = strings.Fields(m)
 		return nil
