@@ -83,7 +83,7 @@ func run(args []string) int {
 		sig := make(chan os.Signal, 1)
 		signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 		go func() { <-sig; ln.Close() }()
-		if err := s.Serve(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+		if err := s.Serve(ln); !errors.Is(err, net.ErrClosed) {
 			serveErr = err
 		}
 		return nil

@@ -139,6 +139,9 @@ func parseUser(v, list string) (Spec, error) {
 // cacheLevel is N for "lNcache", else 0.
 func cacheLevel(typ string) int {
 	l, ok := strings.CutPrefix(typ, "l")
+	if !ok {
+		return 0
+	}
 	if l, ok = strings.CutSuffix(l, "cache"); !ok {
 		return 0
 	}
