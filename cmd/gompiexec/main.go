@@ -118,9 +118,10 @@ Global options:
                             or interleave:NODES (e.g. bind:0-1; no NODES: those of the
                             rank's CPUs); nexttouch is accepted and does nothing (Linux
                             has no such policy, as under Hydra); also HYDRA_MEMBIND
-  -iface IF                 ranks advertise IF's IPv4 address on their host (GOMPI_HOST;
-                            MPICH ranks get MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=IF), and
-                            Slurm-launched proxies connect back over it; also HYDRA_IFACE
+  -iface IF                 ranks advertise IF's address on their host (IPv4, else global
+                            IPv6) as GOMPI_HOST, MPICH ranks get
+                            MPIR_CVAR_NEMESIS_TCP_NETWORK_IFACE=IF, and Slurm-launched
+                            proxies connect back over it; also HYDRA_IFACE
   -nameserver HOST[:PORT]   ranks publish and look up names (MPI_Publish_name,
                             MPI_Lookup_name) at this name server, shared with other jobs:
                             gompi-nameserver or MPICH's hydra_nameserver (port 6392)

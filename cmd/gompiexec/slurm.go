@@ -40,7 +40,7 @@ func slurmBackend(log *slog.Logger, iface, localhost string) (func(hostfile.Host
 	}
 	cfg.Ports = ports
 	if iface != "" {
-		ip, err := netif.IPv4(iface)
+		ip, err := netif.Addr(iface)
 		if err != nil {
 			return nil, fmt.Errorf("-iface %s on this host (gompiexec's): %w", iface, err)
 		}

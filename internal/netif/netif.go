@@ -1,5 +1,5 @@
 // Package netif resolves a network interface name (gompiexec -iface,
-// HYDRA_IFACE) to the IPv4 address ranks and listeners use on this host.
+// HYDRA_IFACE) to the address ranks and listeners use on this host.
 package netif
 
 import (
@@ -8,9 +8,11 @@ import (
 	"strings"
 )
 
-// IPv4 is the first IPv4 address of the interface called name. Errors name
-// the interface and list the ones this host has.
-func IPv4(name string) (net.IP, error) {
+// Addr is the interface's first IPv4 address or, on an interface with
+// none, its first global IPv6 address (unique-local included; link-local
+// ones need a zone that peers on other hosts cannot use). Errors name the
+// interface and list the ones this host has.
+func Addr(name string) (net.IP, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		var names []string
@@ -25,13 +27,24 @@ func IPv4(name string) (net.IP, error) {
 	if err != nil {
 		return nil, fmt.Errorf("network interface %s: %w", name, err)
 	}
+	var v6 net.IP
 	for _, a := range addrs {
-		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
-			return ipn.IP.To4(), nil
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip4 := ipn.IP.To4(); ip4 != nil {
+			return ip4, nil
+		}
+		if v6 == nil && ipn.IP.IsGlobalUnicast() {
+			v6 = ipn.IP
 		}
 	}
-	if ifi.Flags&net.FlagUp == 0 {
-		return nil, fmt.Errorf("network interface %s is down and has no IPv4 address", name)
+	if v6 != nil {
+		return v6, nil
 	}
-	return nil, fmt.Errorf("network interface %s has no IPv4 address", name)
+	if ifi.Flags&net.FlagUp == 0 {
+		return nil, fmt.Errorf("network interface %s is down and has no IPv4 or global IPv6 address", name)
+	}
+	return nil, fmt.Errorf("network interface %s has no IPv4 or global IPv6 address", name)
 }

@@ -18,7 +18,7 @@ func ifaceEnv(job *control.Job) ([]string, error) {
 	if job.Iface == "" {
 		return nil, nil
 	}
-	ip, err := netif.IPv4(job.Iface)
+	ip, err := netif.Addr(job.Iface)
 	if err != nil {
 		return nil, fmt.Errorf("proxy: host %s: -iface %s: %w", job.Host, job.Iface, err)
 	}

@@ -462,9 +462,11 @@ func tail(b []byte) string {
 }
 
 // AddNetwork gives every host a second interface dev on a network of its
-// own, subnet.(10+i)/24 on host i (the root namespace has no address on
-// it), through the same switch, and returns the hosts' addresses. Calling
-// it again with the same dev returns the same addresses.
+// own, subnet.(11+i)/24 on host i (the root namespace has no address on
+// it), through the same switch, and returns the hosts' addresses. A subnet
+// with a colon is an IPv6 prefix ("fd42::"): host i gets prefix+hex(11+i)
+// /64 and no IPv4 address. Calling it again with the same dev returns the
+// same addresses.
 func (c *Cluster) AddNetwork(dev, subnet string) ([]string, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -477,11 +479,17 @@ func (c *Cluster) AddNetwork(dev, subnet string) ([]string, error) {
 		addr := fmt.Sprintf("%s.%d", subnet, 11+i)
 		port := h.port + "-" + dev
 		hn := []string{"-n", h.NS}
+		addrAdd := append(hn, "addr", "add", addr+"/24", "dev", dev)
+		if strings.Contains(subnet, ":") {
+			// nodad: usable at once, without duplicate address detection's wait.
+			addr = fmt.Sprintf("%s%x", subnet, 11+i)
+			addrAdd = append(hn, "-6", "addr", "add", addr+"/64", "dev", dev, "nodad")
+		}
 		for _, args := range [][]string{
 			{"link", "add", dev, "netns", h.NS, "type", "veth", "peer", "name", port, "netns", c.switchNS},
 			append(sw, "link", "set", port, "master", "br0"),
 			append(sw, "link", "set", port, "up"),
-			append(hn, "addr", "add", addr+"/24", "dev", dev),
+			addrAdd,
 			append(hn, "link", "set", dev, "up"),
 		} {
 			if err := ipCmd(args...); err != nil {

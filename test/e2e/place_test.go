@@ -165,7 +165,7 @@ func TestIface(t *testing.T) {
 	}
 	tried := 0
 	for _, ifi := range ifs {
-		ip, err := netif.IPv4(ifi.Name)
+		ip, err := netif.Addr(ifi.Name)
 		if err != nil || ifi.Flags&net.FlagUp == 0 {
 			continue
 		}
