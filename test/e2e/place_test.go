@@ -23,6 +23,23 @@ func sortedLines(s string) string {
 	return strings.Join(l, "\n")
 }
 
+// sameAsHydra runs args under gompiexec and under mpiexec.hydra: both must
+// succeed and print the same lines (in any order).
+func sameAsHydra(t *testing.T, args []string) {
+	t.Helper()
+	r := runJob(t, "", args...)
+	if r.Code != 0 {
+		t.Fatalf("gompiexec exit %d: %s", r.Code, r.Stderr)
+	}
+	out, err := exec.Command("mpiexec.hydra", args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mpiexec.hydra: %v\n%s", err, out)
+	}
+	if got, want := sortedLines(r.Stdout), sortedLines(string(out)); got != want {
+		t.Errorf("gompiexec:\n%s\nmpiexec.hydra:\n%s", got, want)
+	}
+}
+
 func needHydra(t *testing.T) {
 	t.Helper()
 	if _, err := exec.LookPath("mpiexec.hydra"); err != nil {
@@ -58,17 +75,7 @@ func TestPlacementMatchesHydra(t *testing.T) {
 	} {
 		t.Run(opts, func(t *testing.T) {
 			args := append(strings.Fields(opts), "-n", "3", "/bin/sh", "-c", rankCPUs)
-			r := runJob(t, "", args...)
-			if r.Code != 0 {
-				t.Fatalf("gompiexec exit %d: %s", r.Code, r.Stderr)
-			}
-			out, err := exec.Command("mpiexec.hydra", args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("mpiexec.hydra: %v\n%s", err, out)
-			}
-			if got, want := sortedLines(r.Stdout), sortedLines(string(out)); got != want {
-				t.Errorf("gompiexec:\n%s\nmpiexec.hydra:\n%s", got, want)
-			}
+			sameAsHydra(t, args)
 		})
 	}
 }
@@ -232,17 +239,7 @@ func TestHostListOrderMatchesHydra(t *testing.T) {
 	} {
 		t.Run(opts, func(t *testing.T) {
 			args := append(strings.Fields(opts), "/bin/sh", "-c", where)
-			r := runJob(t, "", args...)
-			if r.Code != 0 {
-				t.Fatalf("gompiexec exit %d: %s", r.Code, r.Stderr)
-			}
-			out, err := exec.Command("mpiexec.hydra", args...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("mpiexec.hydra: %v\n%s", err, out)
-			}
-			if got, want := sortedLines(r.Stdout), sortedLines(string(out)); got != want {
-				t.Errorf("gompiexec:\n%s\nmpiexec.hydra:\n%s", got, want)
-			}
+			sameAsHydra(t, args)
 		})
 	}
 }
@@ -285,24 +282,16 @@ func TestDeviceBindingMatchesHydra(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.opts, func(t *testing.T) {
 			args := append(strings.Fields(tc.opts), "-n", "3", "/bin/sh", "-c", rankCPUs)
-			r := runJob(t, "", args...)
-			out, herr := exec.Command("mpiexec.hydra", args...).CombinedOutput()
-			if tc.fails {
-				if herr == nil || r.Code == 0 {
-					t.Fatalf("want both to fail: mpiexec.hydra %v\n%s\ngompiexec exit %d\n%s", herr, out, r.Code, r.Stdout)
-				}
-				t.Logf("gompiexec: %s", strings.TrimSpace(r.Stderr))
+			if !tc.fails {
+				sameAsHydra(t, args)
 				return
 			}
-			if r.Code != 0 {
-				t.Fatalf("gompiexec exit %d: %s", r.Code, r.Stderr)
+			r := runJob(t, "", args...)
+			out, herr := exec.Command("mpiexec.hydra", args...).CombinedOutput()
+			if herr == nil || r.Code == 0 {
+				t.Fatalf("want both to fail: mpiexec.hydra %v\n%s\ngompiexec exit %d\n%s", herr, out, r.Code, r.Stdout)
 			}
-			if herr != nil {
-				t.Fatalf("mpiexec.hydra: %v\n%s", herr, out)
-			}
-			if got, want := sortedLines(r.Stdout), sortedLines(string(out)); got != want {
-				t.Errorf("gompiexec:\n%s\nmpiexec.hydra:\n%s", got, want)
-			}
+			t.Logf("gompiexec: %s", strings.TrimSpace(r.Stderr))
 		})
 	}
 }
