@@ -11,6 +11,7 @@ import (
 type envOpts struct {
 	hostnameProp string // -enable/-disable-hostname-propagation: "", "on", "off"
 	gpusPerProc  *int   // -gpus-per-proc N; nil: AUTO (sets nothing)
+	profile      bool   // -profile
 }
 
 func init() {
@@ -23,6 +24,10 @@ func init() {
 			return nil
 		}}
 	}
+	alias(optSpec{0, false, func(o *options, _ *segment, _ []string) error {
+		o.profile = true
+		return nil
+	}}, "profile")
 	alias(prop("on"), "enable-hostname-propagation")
 	alias(prop("off"), "disable-hostname-propagation")
 	alias(optSpec{1, false, func(o *options, _ *segment, v []string) error {

@@ -135,6 +135,8 @@ Global options:
                             for 0), as Hydra numbers them; AUTO (default) sets nothing
   -pmi-port                 serve PMI over TCP (PMI_PORT/PMI_ID) instead of PMI_FD
   -pmi-trace                print every PMI exchange to stderr (also GOMPI_PMI_TRACE=1)
+  -profile                  after the job, print how many PMI requests reached gompiexec
+                            (fences, name service, aborts; one per host each), as Hydra
   -io-cache DIR             before starting the job, replay on every host the unflushed
                             extents left in DIR, a node-local MPI-IO cache directory
                             (runtime/mpiio's gompi_cache_dir hint) by ranks that died
@@ -323,6 +325,7 @@ func buildConfig(o *options) (*mpiexec.Config, error) {
 	}
 	cfg.GPUsPerProc = o.gpusPerProc
 	cfg.Nameserver = o.nameserver
+	cfg.Profile = o.profile
 	cfg.Place = hostfile.Options{PPN: o.ppn}
 	if o.roundRobin {
 		cfg.Place.Policy = hostfile.RoundRobin

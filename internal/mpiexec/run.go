@@ -84,6 +84,10 @@ type Config struct {
 	PMIPort bool
 	// PMITrace makes proxies print every PMI exchange to their stderr.
 	PMITrace bool
+	// Profile prints, after the job, how many PMI requests reached the
+	// launcher (fences, name service, aborts: one per proxy each), in
+	// Hydra's -profile words.
+	Profile bool
 	// BindTo is -bind-to (TYPE, TYPE:N or user:..., as package bind
 	// parses it); "" binds nothing. A host's binding= replaces it there.
 	BindTo string
@@ -269,7 +273,11 @@ func runOnce(ctx context.Context, cfg Config) (int, error) {
 		j.out.prefix = func(dst []byte, rank int) []byte { return p.Expand(dst, vars(rank)) }
 	}
 	j.route = j.newRouter(start)
-	return j.run(ctx)
+	code, err := j.run(ctx)
+	if cfg.Profile {
+		j.printProfile()
+	}
+	return code, err
 }
 
 type job struct {
@@ -283,6 +291,8 @@ type job struct {
 	events   chan event
 	finished chan struct{} // closed when the supervision loop returns
 	kvs      *pmi.Job
+	// pmiCalls counts the PMI requests proxies passed up (-profile).
+	pmiCalls int
 	// doneHosts lists hosts whose every rank has ended, in order.
 	doneHosts []int
 	ctx       context.Context
@@ -546,14 +556,17 @@ func (j *job) loop(ctx context.Context) int {
 				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
 				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error, ev.msg.At)
 			case control.MsgFence:
+				j.pmiCalls++
 				// Recorded here, not in the goroutine, so that checkFence
 				// sees every arrival the loop has received.
 				f, err := j.kvs.Arrive(ev.top, ev.msg.KVS)
 				go j.fence(ev.top, f, err)
 				j.checkFence()
 			case control.MsgAbort:
+				j.pmiCalls++
 				j.aborted(host, ev.msg)
 			case control.MsgName:
+				j.pmiCalls++
 				j.nameService(host, ev.msg)
 			case control.MsgLost:
 				if ended(host) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -167,6 +168,29 @@ func TestProgramNamedCompletion(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err != nil || !strings.Contains(string(out), filepath.Join(dir, args[2])+" ran as rank 0") {
 			t.Errorf("%v: %v, %q", args, err, out)
+		}
+	}
+}
+
+// -profile prints, after the job's output and on stdout as Hydra does, how
+// many PMI requests reached the launcher: none for a program without PMI,
+// one per fence and host for Go ranks.
+func TestProfile(t *testing.T) {
+	re := regexp.MustCompile(`\n={80}\n\[gompiexec@[^\]]+\] Number of PMI calls seen by the server: (\d+)\n={80}\n\n$`)
+	for _, tc := range []struct {
+		args []string
+		zero bool
+	}{
+		{[]string{"-n", "1", "/bin/echo", "hi"}, true},
+		{[]string{"-hosts", "a:1,b:1", "-launcher", "fork", "-n", "2", bin("pi")}, false},
+	} {
+		r := runJob(t, "", append([]string{"-profile"}, tc.args...)...)
+		m := re.FindStringSubmatch(r.Stdout)
+		if r.Code != 0 || m == nil {
+			t.Fatalf("%q: exit %d, no -profile report at the end of stdout:\n%s", tc.args, r.Code, r.Stdout)
+		}
+		if (m[1] == "0") != tc.zero {
+			t.Errorf("%q: %s PMI calls", tc.args, m[1])
 		}
 	}
 }

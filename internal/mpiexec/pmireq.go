@@ -3,10 +3,15 @@ package mpiexec
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/gompi/gompi/internal/control"
 	"github.com/gompi/gompi/pmi/nameserver"
 )
+
+// PMI requests that reach the launcher: the name service, and -profile's
+// count of them all.
 
 // nameService answers a rank's MPI_Publish_name, MPI_Unpublish_name or
 // MPI_Lookup_name, which its proxy forwards: from the job's own names, or
@@ -59,4 +64,12 @@ func (j *job) externalName(reply, m control.Msg) control.Msg {
 		}
 	}
 	return reply
+}
+
+// printProfile prints -profile's report after the job's own output, in
+// Hydra's words (scripts grep for them).
+func (j *job) printProfile() {
+	host, _ := os.Hostname()
+	bar := strings.Repeat("=", 80)
+	fmt.Fprintf(j.cfg.Stdout, "\n%s\n[gompiexec@%s] Number of PMI calls seen by the server: %d\n%s\n\n", bar, host, j.pmiCalls, bar)
 }
