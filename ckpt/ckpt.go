@@ -489,8 +489,11 @@ func (c *Ckpt) Epoch() int { return c.next - 1 }
 // now: the interval elapsed on some rank or a checkpoint was requested.
 // It also commits cache epochs whose flush every rank completed.
 func (c *Ckpt) NeedCheckpoint() (bool, error) {
+	if c.closed {
+		return false, errors.New("ckpt: NeedCheckpoint after Close")
+	}
 	local := c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval
-	need, err := c.sync(local, false)
+	need, err := c.sync(opNeed, local, false)
 	if err != nil {
 		return false, err
 	}
@@ -510,72 +513,6 @@ func (c *Ckpt) NeedCheckpoint() (bool, error) {
 		}
 	}
 	return need, nil
-}
-
-// sync is the one reduction NeedCheckpoint costs: it agrees on whether to
-// checkpoint and on which flushed epoch to commit in the prefix. With
-// retry (Checkpoint, Flush, Close; not NeedCheckpoint, which a job calls at
-// every step) the epochs whose commit in the prefix failed are committed
-// again.
-func (c *Ckpt) sync(want, retry bool) (bool, error) {
-	// v[2]: the newest epoch whose commit in the prefix is done (what
-	// pruning and the flushed entries go by); v[4]: the newest handed to
-	// rank 0's committer (newer flushed ones are to be committed).
-	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load(), -1}
-	if want {
-		v[0] = 1
-	}
-	if c.cfg.Cache == "" {
-		v[1] = 0
-	}
-	if c.comm.Rank() == 0 {
-		if c.cfg.Cache != "" {
-			// Only a commit the committer finished counts: counting one
-			// it was still doing (or had failed) let the nodes retire
-			// the cache's copies of an epoch not in the prefix.
-			c.prefixCommit = int(c.durable.Load())
-			if retry && c.commitFailed.Swap(false) {
-				c.queuedCommit = c.prefixCommit
-			}
-			for p := range c.pending {
-				if p <= c.prefixCommit {
-					delete(c.pending, p)
-				}
-			}
-		} else {
-			c.queuedCommit = c.prefixCommit
-		}
-		v[2], v[4] = int64(c.prefixCommit), int64(c.queuedCommit)
-	}
-	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
-		return false, err
-	}
-	if v[3] > c.handled.Load() {
-		c.handled.Store(v[3])
-		v[0] = 1
-	}
-	flushed := int(-v[1])
-	// Entries of epochs rank 0 has committed are done with (kept until
-	// then: a commit that failed is tried again).
-	c.flushMu.Lock()
-	for e := range c.flushedFiles {
-		if e <= int(v[2]) {
-			delete(c.flushedFiles, e)
-		}
-	}
-	c.flushMu.Unlock()
-	if c.cfg.Cache != "" && flushed > int(v[4]) {
-		// Every rank knows from the reduction that epoch flushed is
-		// ready: gather its files' entries, whose checksums the flushes
-		// computed.
-		if err := c.commitFlushed(flushed); err != nil {
-			return false, err
-		}
-	}
-	if c.comm.Rank() != 0 {
-		c.prefixCommit = int(v[2])
-	}
-	return v[0] == 1, nil
 }
 
 // result is what each rank reports after writing its file.
@@ -601,7 +538,7 @@ func (c *Ckpt) Checkpoint() error {
 	if c.closed {
 		return errors.New("ckpt: Checkpoint after Close")
 	}
-	if _, err := c.sync(false, true); err != nil {
+	if _, err := c.sync(opCheckpoint, false, true); err != nil {
 		return err
 	}
 	e := c.next
@@ -813,7 +750,7 @@ func (c *Ckpt) Flush() error {
 		return errors.New("ckpt: Flush after Close")
 	}
 	c.queued.Wait()
-	if _, err := c.sync(false, true); err != nil {
+	if _, err := c.sync(opFlush, false, true); err != nil {
 		return err
 	}
 	c.commits.Wait()
@@ -854,7 +791,7 @@ func (c *Ckpt) Close() error {
 	if c.flushQ != nil {
 		close(c.flushQ)
 		c.flushWG.Wait()
-		_, err := c.sync(false, true)
+		_, err := c.sync(opClose, false, true)
 		if c.commitQ != nil {
 			close(c.commitQ)
 			c.commitWG.Wait()
@@ -871,5 +808,8 @@ func (c *Ckpt) Close() error {
 		}
 		return c.pruneAtClose()
 	}
-	return nil
+	// Nothing to commit, but Close is collective all the same: a rank
+	// closing while the others checkpoint is said on every rank.
+	_, err := c.sync(opClose, false, false)
+	return err
 }

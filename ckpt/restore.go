@@ -98,11 +98,24 @@ func (c *Ckpt) candidates() ([]int, error) {
 // HaveRestart reports whether some rank sees a committed epoch to restart
 // from (collective). Restore decides which one every rank can read.
 func (c *Ckpt) HaveRestart() (bool, error) {
-	if c.regErr != nil {
-		return false, c.regErr
+	if err := c.restoreStart(); err != nil {
+		return false, err
 	}
 	cs, err := c.candidates()
 	return len(cs) > 0, err
+}
+
+// restoreStart checks a Restore or HaveRestart call (collective): every
+// rank must be in one.
+func (c *Ckpt) restoreStart() error {
+	if c.regErr != nil {
+		return c.regErr
+	}
+	if c.closed {
+		return errors.New("ckpt: Restore after Close")
+	}
+	_, err := c.sync(opRestore, false, false)
+	return err
 }
 
 // manifest is epoch e's manifest as this rank sees it: the cache copy
@@ -208,8 +221,8 @@ func (e *RestoreError) Is(target error) bool { return target == ErrNoCheckpoint 
 // ErrNoCheckpoint when there is none (start from the beginning), or
 // ErrRankCount.
 func (c *Ckpt) Restore() (int, error) {
-	if c.regErr != nil {
-		return 0, c.regErr
+	if err := c.restoreStart(); err != nil {
+		return 0, err
 	}
 	cs, err := c.candidates()
 	if err != nil {
