@@ -323,7 +323,11 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			}
 		}
 		c.leader = c.onNode[0] == dup.Rank()
-		if err := c.lockCache(); err != nil {
+		pid, err := c.prefixID()
+		if err != nil {
+			return nil, err
+		}
+		if err := c.lockCache(pid); err != nil {
 			return nil, err
 		}
 		if cfg.Partner {
@@ -410,10 +414,15 @@ func nodeID(comm *mpi.Comm, cache string) (string, error) {
 // lockCache (collective): the first rank of each node locks the node's
 // cache for the job's lifetime, and every rank fails if some node's cache
 // is another running job's (layout.LockCache says why sharing is unsafe).
-func (c *Ckpt) lockCache() error {
+// Holding it, the first rank removes the cache's copies of epochs the
+// user removed from the prefix (prefixID changed; stale.go).
+func (c *Ckpt) lockCache(prefixID string) error {
 	var err error
 	if c.leader {
 		c.unlock, err = layout.LockCache(c.cfg.Cache)
+		if err == nil && prefixID != "" {
+			err = c.adoptPrefixID(prefixID)
+		}
 	}
 	bad := []int64{0}
 	if err != nil {

@@ -276,6 +276,13 @@ func ckptRemove(w io.Writer, prefix string, eps []layout.Epoch, epochs []int, ke
 			newest = e.Epoch
 		}
 	}
+	if all {
+		// A new id for the next job: the node caches' copies of these
+		// epochs are then removed, not restarted from (docs/ckpt.md).
+		if err := os.Remove(filepath.Join(prefix, layout.PrefixIDFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 1, fmt.Errorf("ckpt rm: %w", err)
+		}
+	}
 	removed := 0
 	for _, e := range eps {
 		del := all || slices.Contains(epochs, e.Epoch) ||
