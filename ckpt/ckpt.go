@@ -193,6 +193,7 @@ type Ckpt struct {
 	// Restore found some rank could not read; pruning does not count them
 	// (set before any checkpoint, read by rank 0 and its committer).
 	unreadable map[int]bool
+	saidDamage bool // Restore said which manifests are damaged
 	last       time.Time
 	step       int64
 

@@ -71,12 +71,18 @@ func (c *Ckpt) candidates() ([]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ckpt: rank %d: %w", c.comm.Rank(), err)
 		}
+		// A damaged manifest is said (once, by one rank per directory):
+		// its epoch was passed over without a word.
+		say := !c.saidDamage && (d == c.cfg.Prefix && c.comm.Rank() == 0 || d != c.cfg.Prefix && c.leader)
 		for _, e := range eps {
 			if e.Committed() {
 				mine = append(mine, e.Epoch)
+			} else if e.Err != nil && say && (c.cfg.Epoch == 0 || e.Epoch == c.cfg.Epoch) {
+				fmt.Fprintf(logOut, "ckpt: rank %d: epoch %d not restored: %v\n", c.comm.Rank(), e.Epoch, e.Err)
 			}
 		}
 	}
+	c.saidDamage = true
 	all, err := mpi.AllgatherValue(c.comm, mine)
 	if err != nil {
 		return nil, err
@@ -295,6 +301,11 @@ func (c *Ckpt) Restore() (int, error) {
 		}
 		if lerr == nil {
 			tried = append(tried, fmt.Errorf("epoch %d: another rank could not read its file", e))
+		} else {
+			// Said now, not only if no epoch is restored: the job resumed
+			// from an older epoch with nothing said of the damage.
+			fmt.Fprintf(logOut, "ckpt: rank %d: epoch %d not restored (every rank moves to an older one): %s\n",
+				c.comm.Rank(), e, strings.TrimPrefix(lerr.Error(), "ckpt: "))
 		}
 		if c.unreadable == nil {
 			c.unreadable = map[int]bool{}
