@@ -210,8 +210,16 @@ type Ckpt struct {
 	queued       sync.WaitGroup // flush jobs not yet done (Flush waits for them)
 	flushed      atomic.Int64   // newest epoch this rank flushed
 	flushMu      sync.Mutex
-	flushedFiles map[int]layout.File   // this rank's flushed files (with checksums) not yet committed in the prefix
-	flushErr     atomic.Value          // error
+	flushedFiles map[int]layout.File // this rank's flushed files (with checksums) not yet committed in the prefix
+	flushErr     atomic.Value        // error
+	// Flushes that ended (unflushed.go): this rank's failed ones not yet
+	// reported, the newest epoch whose flush ended, and, from every
+	// rank's reports, the epochs some rank failed to flush and the
+	// newest epoch whose flush ended on every rank.
+	flushFails   map[int]bool
+	flushEnds    atomic.Int64
+	unflushable  map[int]bool
+	allEnded     int
 	commitQ      chan *layout.Manifest // rank 0: epochs every rank flushed, to commit in the prefix
 	commitWG     sync.WaitGroup        // the committer goroutine
 	commits      sync.WaitGroup        // commits queued and not done
@@ -289,7 +297,8 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	}
 	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
 		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}, partnerTo: -1,
-		flushedFiles: map[int]layout.File{}, deferred: map[int]*layout.Manifest{}}
+		flushedFiles: map[int]layout.File{}, deferred: map[int]*layout.Manifest{},
+		flushFails: map[int]bool{}, unflushable: map[int]bool{}}
 	// Epoch numbers continue after the highest directory any rank sees.
 	hi := -1
 	dirs := []string{cfg.Prefix, cfg.Cache}
@@ -535,6 +544,10 @@ type result struct {
 	Deferred bool
 	// NoSpace: Err is the cache directory's ENOSPC or EDQUOT.
 	NoSpace bool
+	// The sender's flushes (unflushed.go): failed ones not yet
+	// reported, and the newest epoch whose flush ended.
+	FlushFailed []int
+	FlushEnded  int
 }
 
 // Checkpoint saves every registered section as a new epoch (collective).
@@ -574,11 +587,13 @@ func (c *Ckpt) Checkpoint() error {
 		res.Err = fmt.Sprintf("rank %d: %v", rank, err)
 		res.NoSpace = noSpace(err)
 	}
+	c.flushReport(&res)
 	all, err := mpi.AllgatherValue(c.comm, res)
 	if err != nil {
 		c.abandon(w)
 		return err
 	}
+	c.mergeFlushReports(all, res)
 	if c.cacheFull(all) {
 		c.abandon(w)
 		if res.Err == "" && !res.Deferred {
@@ -664,7 +679,10 @@ func (c *Ckpt) queue(j flushJob) {
 func (c *Ckpt) flusher() {
 	defer c.flushWG.Done()
 	for j := range c.flushQ {
-		c.flush(j)
+		failed := c.flush(j)
+		if j.prealloc == 0 {
+			c.flushEnd(j.epoch, failed)
+		}
 		c.queued.Done()
 	}
 }
@@ -672,7 +690,8 @@ func (c *Ckpt) flusher() {
 // testFlushGate, when set (by tests), runs before each epoch's flush.
 var testFlushGate func()
 
-func (c *Ckpt) flush(j flushJob) {
+// flush runs j; failed: its epoch's file did not reach the prefix.
+func (c *Ckpt) flush(j flushJob) (failed bool) {
 	if testFlushGate != nil && j.prealloc == 0 {
 		testFlushGate()
 	}
@@ -680,7 +699,7 @@ func (c *Ckpt) flush(j flushJob) {
 		if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.prealloc); err != nil {
 			fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 		}
-		return
+		return false
 	}
 	if j.snap != nil {
 		// The snapshot's end is this file's end of writing: then it is
@@ -700,7 +719,7 @@ func (c *Ckpt) flush(j flushJob) {
 			}
 			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err),
 				"its snapshot was not written: the epoch is not committed anywhere")
-			return
+			return true
 		}
 	}
 	var f layout.File
@@ -718,14 +737,14 @@ func (c *Ckpt) flush(j flushJob) {
 	if err != nil {
 		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err),
 			"that epoch is only in the node caches: a restart on other nodes cannot use it")
-		return
+		return true
 	}
 	c.flushMu.Lock()
 	c.flushedFiles[j.epoch] = f
 	c.flushMu.Unlock()
 	c.flushed.Store(int64(j.epoch))
 	if j.from == c.cfg.Prefix {
-		return
+		return false
 	}
 	// Until an epoch is retired there is no spare to overwrite: allocate
 	// one now, while the application computes, so that the next
@@ -734,6 +753,7 @@ func (c *Ckpt) flush(j flushJob) {
 	if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.file.Size); err != nil {
 		fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 	}
+	return false
 }
 
 // logOut receives the messages of background failures (tests replace it).
@@ -813,10 +833,13 @@ func (c *Ckpt) Close() error {
 		// (after the reduction: this node's first rank may still have
 		// been retiring an epoch into it).
 		os.Remove(layout.SparePath(c.cfg.Cache, c.comm.Rank()))
+		// Collective first, on every rank: a rank whose flush failed
+		// returned before it, and the others' Close failed waiting.
+		perr := c.pruneAtClose()
 		if err := c.FlushError(); err != nil {
 			return err
 		}
-		return c.pruneAtClose()
+		return perr
 	}
 	// Nothing to commit, but Close is collective all the same: a rank
 	// closing while the others checkpoint is said on every rank.
