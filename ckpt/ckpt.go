@@ -646,8 +646,11 @@ func (c *Ckpt) Checkpoint() error {
 	if c.cfg.Cache == "" {
 		if rank == 0 {
 			c.prefixCommit = e
+			// Said, not returned: the epoch is committed, and an error
+			// on rank 0 alone ended the job (or left the others
+			// without it) for an old epoch left behind.
 			if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
-				return fmt.Errorf("ckpt: prune %s: %w", c.cfg.Prefix, err)
+				fmt.Fprintf(logOut, "ckpt: rank 0: prune %s: %v\n", c.cfg.Prefix, err)
 			}
 		}
 		return nil
