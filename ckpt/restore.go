@@ -5,12 +5,19 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gompi/gompi/ckpt/layout"
 	mpi "github.com/gompi/gompi/runtime"
 )
+
+// ErrNothingRegistered: Restore found an epoch whose files hold state,
+// and this rank has registered nothing to load it into (Restore called
+// before Register). It returned the epoch with nothing loaded, and the
+// program ran again from its initial state.
+var ErrNothingRegistered = errors.New("ckpt: nothing registered to restore into")
 
 // OldEpoch gives a redistribution callback the files of an epoch written
 // by a different number of ranks.
@@ -191,6 +198,14 @@ func (c *Ckpt) load(e int, m *layout.Manifest, dir string) (mismatch bool, err e
 	if rf.ix.Epoch != e || rf.ix.Rank != rank {
 		return false, fmt.Errorf("ckpt: %s holds epoch %d rank %d", layout.RankPath(dir, e, rank), rf.ix.Epoch, rf.ix.Rank)
 	}
+	if len(c.secs) == 0 && len(rf.ix.Sections) > 0 {
+		names := make([]string, len(rf.ix.Sections))
+		for i, s := range rf.ix.Sections {
+			names[i] = strconv.Quote(s.Name)
+		}
+		return false, fmt.Errorf("%w: rank %d: epoch %d holds sections %s: register the state (Register, RegisterSlice, RegisterStream) before Restore",
+			ErrNothingRegistered, rank, e, strings.Join(names, ", "))
+	}
 	for _, s := range c.secs {
 		rd, n, err := rf.section(s.name)
 		if err != nil {
@@ -280,13 +295,24 @@ func (c *Ckpt) Restore() (int, error) {
 			// Every copy is intact; loading can still fail (the
 			// application's reader), after other ranks loaded.
 			_, lerr = c.load(e, m, dir)
-			w := []int64{0}
+			w := []int64{0, 0}
 			if lerr != nil {
 				w[0] = 1
 				tried = append(tried, lerr)
 			}
+			if errors.Is(lerr, ErrNothingRegistered) {
+				w[1] = 1
+			}
 			if err := mpi.Allreduce(c.comm, w, w, mpi.Max); err != nil {
 				return 0, err
+			}
+			if w[1] == 1 {
+				// A programming error, not a damaged epoch: no older
+				// one would do better.
+				if lerr == nil || !errors.Is(lerr, ErrNothingRegistered) {
+					lerr = fmt.Errorf("%w on another rank (see its error): epoch %d not restored", ErrNothingRegistered, e)
+				}
+				return 0, lerr
 			}
 			v[0] = w[0]
 			partial = partial || w[0] != 0

@@ -51,3 +51,21 @@ func TestMismatchedCollectives(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoreBeforeRegister: Restore called before the state is
+// registered fails on every rank, naming the sections the epoch holds,
+// instead of returning the epoch with nothing loaded: the program said it
+// had restored epoch 3 and ran again from its initial state.
+func TestRestoreBeforeRegister(t *testing.T) {
+	prefix := t.TempDir()
+	args := []string{"-ckpoint-prefix", prefix, "-n", "2", bin("ckprobe")}
+	if r := run(t, args...); r.Code != 0 {
+		t.Fatalf("first run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	r := run(t, append(args, "-misuse", "register-after-restore")...)
+	if r.Code == 0 || strings.Contains(r.Stdout, "restored epoch") || strings.Count(r.Stderr, "before Restore") < 2 ||
+		!strings.Contains(r.Stderr, `"state"`) {
+		t.Fatalf("Restore before Register: exit %d, want every rank's error naming the saved sections and saying to register them before Restore\nstdout:\n%s\nstderr:\n%s",
+			r.Code, r.Stdout, r.Stderr)
+	}
+}

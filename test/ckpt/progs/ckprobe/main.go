@@ -20,7 +20,7 @@ import (
 func main() {
 	size := flag.Int("size", 1024, "float64s of state per rank")
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take")
-	misuse := flag.String("misuse", "", "after-close, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore)")
+	misuse := flag.String("misuse", "", "after-close, register-after-restore, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore)")
 	hold := flag.Duration("hold", 0, "sleep after each checkpoint")
 	flag.Parse()
 	if err := run(*size, *ckpts, *misuse, *hold); err != nil {
@@ -41,9 +41,15 @@ func run(size, ckpts int, misuse string, hold time.Duration) error {
 	}
 	step := 0
 	state := make([]float64, size)
-	c.Register("step", &step)
-	ckpt.RegisterSlice(c, "state", &state)
+	if misuse != "register-after-restore" {
+		c.Register("step", &step)
+		ckpt.RegisterSlice(c, "state", &state)
+	}
 	e, err := c.Restore()
+	if misuse == "register-after-restore" {
+		c.Register("step", &step)
+		ckpt.RegisterSlice(c, "state", &state)
+	}
 	switch {
 	case err == nil:
 		fmt.Printf("rank %d: restored epoch %d step %d\n", rank, e, step)
