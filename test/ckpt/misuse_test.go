@@ -28,7 +28,9 @@ func TestMismatchedCollectives(t *testing.T) {
 			name += "/cache"
 		}
 		t.Run(name, func(t *testing.T) {
-			args := []string{"-ckpoint-prefix", t.TempDir()}
+			// Every rank must get to say its error: no cleanup at the
+			// first rank that exits.
+			args := []string{"-disable-auto-cleanup", "-ckpoint-prefix", t.TempDir()}
 			if tc.cache {
 				args = append(args, "-ckpoint-cache", t.TempDir())
 			}
@@ -62,7 +64,7 @@ func TestRestoreBeforeRegister(t *testing.T) {
 	if r := run(t, args...); r.Code != 0 {
 		t.Fatalf("first run: exit %d\n%s", r.Code, r.Stderr)
 	}
-	r := run(t, append(args, "-misuse", "register-after-restore")...)
+	r := run(t, append([]string{"-disable-auto-cleanup"}, append(args, "-misuse", "register-after-restore")...)...)
 	if r.Code == 0 || strings.Contains(r.Stdout, "restored epoch") || strings.Count(r.Stderr, "before Restore") < 2 ||
 		!strings.Contains(r.Stderr, `"state"`) {
 		t.Fatalf("Restore before Register: exit %d, want every rank's error naming the saved sections and saying to register them before Restore\nstdout:\n%s\nstderr:\n%s",
