@@ -93,7 +93,8 @@ type Config struct {
 	// rank inside Checkpoint. With every rank on one node it does nothing.
 	Partner bool
 	// Interval makes NeedCheckpoint true once this long has passed since
-	// the last checkpoint (or the start). 0: only on request.
+	// the last checkpoint, successful or not (or the start). 0: only on
+	// request.
 	Interval time.Duration
 	// Keep is how many committed epochs to keep. Default DefaultKeep.
 	Keep int
@@ -555,6 +556,18 @@ type result struct {
 // in every node's cache (the flush to the prefix goes on in the
 // background).
 func (c *Ckpt) Checkpoint() error {
+	err := c.checkpoint()
+	if err != nil {
+		// The interval starts again at a failure too: counted from the
+		// last success, NeedCheckpoint said yes at every step after one
+		// failure, and a job that logs it and goes on wrote into a full
+		// file system at every step (TestIntervalAfterFailedCheckpoint).
+		c.last = time.Now()
+	}
+	return err
+}
+
+func (c *Ckpt) checkpoint() error {
 	if c.regErr != nil {
 		return c.regErr
 	}

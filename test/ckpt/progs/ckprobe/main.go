@@ -20,7 +20,7 @@ import (
 func main() {
 	size := flag.Int("size", 1024, "float64s of state per rank")
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take")
-	misuse := flag.String("misuse", "", "after-close, register-after-restore, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore)")
+	misuse := flag.String("misuse", "", "after-close, register-after-restore, loop=DURATION, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore)")
 	hold := flag.Duration("hold", 0, "sleep after each checkpoint")
 	flag.Parse()
 	if err := run(*size, *ckpts, *misuse, *hold); err != nil {
@@ -64,6 +64,31 @@ func run(size, ckpts int, misuse string, hold time.Duration) error {
 				return fmt.Errorf("rank %d: restored state[%d] = %v, want %v", rank, i, state[i], step*1000+rank)
 			}
 		}
+	}
+	if d, ok := strings.CutPrefix(misuse, "loop="); ok {
+		// Ask NeedCheckpoint every 10 ms for d, checkpointing when it
+		// says so and going on after a failed checkpoint, as a long job
+		// that logs the failure would; print how many were tried.
+		dur, err := time.ParseDuration(d)
+		if err != nil {
+			return err
+		}
+		tries, failed := 0, 0
+		for end := time.Now().Add(dur); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			need, err := c.NeedCheckpoint()
+			if err != nil {
+				return err
+			}
+			if need {
+				tries++
+				if err := c.Checkpoint(); err != nil {
+					failed++
+				}
+			}
+		}
+		fmt.Printf("rank %d: %d checkpoints tried, %d failed\n", rank, tries, failed)
+		c.Close()
+		return world.Finalize()
 	}
 	if op0, others, ok := strings.Cut(misuse, "/"); ok {
 		// Rank 0 calls op0, the others another collective operation:
