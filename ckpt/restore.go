@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,6 +75,7 @@ func (c *Ckpt) dirs() []string {
 // the prefix, its cache or its partner copies.
 func (c *Ckpt) candidates() ([]int, error) {
 	var mine []int
+	var damaged []layout.Epoch
 	for _, d := range c.dirs() {
 		eps, err := layout.List(d)
 		if err != nil {
@@ -85,8 +88,13 @@ func (c *Ckpt) candidates() ([]int, error) {
 			if e.Committed() {
 				mine = append(mine, e.Epoch)
 			} else if e.Err != nil && say && (c.cfg.Epoch == 0 || e.Epoch == c.cfg.Epoch) {
-				fmt.Fprintf(logOut, "ckpt: rank %d: epoch %d not restored: %v\n", c.comm.Rank(), e.Epoch, e.Err)
+				damaged = append(damaged, e)
 			}
+		}
+	}
+	for _, e := range damaged {
+		if !slices.Contains(mine, e.Epoch) { // else taken from another directory
+			fmt.Fprintf(logOut, "ckpt: rank %d: epoch %d passed over in %s: %v\n", c.comm.Rank(), e.Epoch, filepath.Dir(e.Dir), e.Err)
 		}
 	}
 	c.saidDamage = true
