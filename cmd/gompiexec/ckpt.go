@@ -287,7 +287,10 @@ func ckptRemove(w io.Writer, prefix string, eps []layout.Epoch, epochs []int, ke
 		}
 	}
 	for _, n := range epochs {
-		rollback = rollback || n > left
+		// Only epochs that are there: a mistyped number must not cost
+		// the caches their epochs.
+		there := slices.ContainsFunc(eps, func(e layout.Epoch) bool { return e.Epoch == n })
+		rollback = rollback || there && n > left
 	}
 	if rollback {
 		if err := os.Remove(filepath.Join(prefix, layout.PrefixIDFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
