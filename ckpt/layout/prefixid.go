@@ -82,7 +82,8 @@ func AdoptPrefixID(cache, id string) (removed []int, err error) {
 		return nil, nil
 	case err != nil && !errors.Is(err, os.ErrNotExist):
 		return nil, err
-	case err == nil:
+	case err == nil && old != "": // empty: a write cut short by a crash, naming no one
+
 		for _, dir := range []string{cache, PartnerDir(cache)} {
 			eps, err := List(dir)
 			if err != nil {
@@ -98,10 +99,25 @@ func AdoptPrefixID(cache, id string) (removed []int, err error) {
 			}
 		}
 	}
+	// Synced before the rename: an empty record after a crash would
+	// not say whose the epochs are.
 	tmp := path + ".new"
-	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err == nil {
+		_, err = f.WriteString(id + "\n")
+		if serr := f.Sync(); err == nil {
+			err = serr
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
 		os.Remove(tmp)
 		return removed, err
 	}
-	return removed, os.Rename(tmp, path)
+	return removed, syncDir(cache)
 }
