@@ -32,8 +32,11 @@ func PrefixID(prefix string) (string, error) {
 		if id := strings.TrimSpace(string(b)); err == nil && id != "" {
 			return id, nil
 		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) || try == 3 {
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return "", fmt.Errorf("prefix id: %w", err)
+		}
+		if try == 3 {
+			return "", fmt.Errorf("prefix id: %s is empty (remove it)", path)
 		}
 		var r [8]byte
 		if _, err := rand.Read(r[:]); err != nil {
