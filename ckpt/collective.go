@@ -23,6 +23,7 @@ const (
 	opFlush
 	opClose
 	opRestore
+	opHaveRestart
 )
 
 func (op collective) String() string {
@@ -36,7 +37,9 @@ func (op collective) String() string {
 	case opClose:
 		return "Close"
 	case opRestore:
-		return "Restore or HaveRestart"
+		return "Restore"
+	case opHaveRestart:
+		return "HaveRestart"
 	}
 	return fmt.Sprintf("operation %d", int64(op))
 }
@@ -98,7 +101,7 @@ func (c *Ckpt) sync(op collective, want, retry bool) (bool, error) {
 	if hi, lo := collective(v[5]), collective(-v[6]); hi != lo {
 		return false, c.mismatch(op, hi, lo)
 	}
-	if v[3] > c.handled.Load() && op != opRestore { // a request is for a checkpoint
+	if v[3] > c.handled.Load() && op != opRestore && op != opHaveRestart { // a request is for a checkpoint
 		c.handled.Store(v[3])
 		v[0] = 1
 	}

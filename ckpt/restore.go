@@ -119,23 +119,23 @@ func (c *Ckpt) candidates() ([]int, error) {
 // HaveRestart reports whether some rank sees a committed epoch to restart
 // from (collective). Restore decides which one every rank can read.
 func (c *Ckpt) HaveRestart() (bool, error) {
-	if err := c.restoreStart(); err != nil {
+	if err := c.restoreStart(opHaveRestart); err != nil {
 		return false, err
 	}
 	cs, err := c.candidates()
 	return len(cs) > 0, err
 }
 
-// restoreStart checks a Restore or HaveRestart call (collective): every
-// rank must be in one.
-func (c *Ckpt) restoreStart() error {
+// restoreStart checks a Restore or HaveRestart call (op; collective):
+// every rank must be in the same.
+func (c *Ckpt) restoreStart(op collective) error {
 	if c.regErr != nil {
 		return c.regErr
 	}
 	if c.closed {
 		return errors.New("ckpt: Restore after Close")
 	}
-	_, err := c.sync(opRestore, false, false)
+	_, err := c.sync(op, false, false)
 	return err
 }
 
@@ -250,7 +250,7 @@ func (e *RestoreError) Is(target error) bool { return target == ErrNoCheckpoint 
 // ErrNoCheckpoint when there is none (start from the beginning), or
 // ErrRankCount.
 func (c *Ckpt) Restore() (int, error) {
-	if err := c.restoreStart(); err != nil {
+	if err := c.restoreStart(opRestore); err != nil {
 		return 0, err
 	}
 	cs, err := c.candidates()

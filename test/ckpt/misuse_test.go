@@ -22,6 +22,7 @@ func TestMismatchedCollectives(t *testing.T) {
 		{"Flush", "Checkpoint", true},
 		{"Restore", "NeedCheckpoint", false},
 		{"Restore", "Checkpoint", true},
+		{"HaveRestart", "Restore", false},
 	} {
 		name := tc.rank0 + "/" + tc.others
 		if tc.cache {

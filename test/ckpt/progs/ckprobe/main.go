@@ -20,7 +20,7 @@ import (
 func main() {
 	size := flag.Int("size", 1024, "float64s of state per rank")
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take")
-	misuse := flag.String("misuse", "", "after-close, register-after-restore, loop=DURATION, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore)")
+	misuse := flag.String("misuse", "", "after-close, register-after-restore, loop=DURATION, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore, HaveRestart)")
 	hold := flag.Duration("hold", 0, "sleep after each checkpoint")
 	flag.Parse()
 	if err := run(*size, *ckpts, *misuse, *hold); err != nil {
@@ -110,6 +110,8 @@ func run(size, ckpts int, misuse string, hold time.Duration) error {
 				err = c.Close()
 			case "Restore":
 				_, err = c.Restore()
+			case "HaveRestart":
+				_, err = c.HaveRestart()
 			default:
 				return fmt.Errorf("-misuse %s: unknown operation %q", misuse, op)
 			}
