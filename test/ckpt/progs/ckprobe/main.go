@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 func main() {
 	size := flag.Int("size", 1024, "float64s of state per rank")
 	ckpts := flag.Int("ckpts", 3, "checkpoints to take")
-	misuse := flag.String("misuse", "", "after-close, register-after-restore, loop=DURATION, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore, HaveRestart)")
+	misuse := flag.String("misuse", "", "after-close, register-after-restore, loop=N, or OP0/OP: rank 0 calls OP0, the others OP (Checkpoint, NeedCheckpoint, Flush, Close, Restore, HaveRestart)")
 	hold := flag.Duration("hold", 0, "sleep after each checkpoint")
 	flag.Parse()
 	if err := run(*size, *ckpts, *misuse, *hold); err != nil {
@@ -66,15 +67,17 @@ func run(size, ckpts int, misuse string, hold time.Duration) error {
 		}
 	}
 	if d, ok := strings.CutPrefix(misuse, "loop="); ok {
-		// Ask NeedCheckpoint every 10 ms for d, checkpointing when it
+		// Ask NeedCheckpoint N times, every 10 ms (a count, not a time:
+		// every rank must make the same calls), checkpointing when it
 		// says so and going on after a failed checkpoint, as a long job
 		// that logs the failure would; print how many were tried.
-		dur, err := time.ParseDuration(d)
+		n, err := strconv.Atoi(d)
 		if err != nil {
 			return err
 		}
-		tries, failed := 0, 0
-		for end := time.Now().Add(dur); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		tries, failed, start := 0, 0, time.Now()
+		for i := 0; i < n; i++ {
+			time.Sleep(10 * time.Millisecond)
 			need, err := c.NeedCheckpoint()
 			if err != nil {
 				return err
@@ -86,7 +89,7 @@ func run(size, ckpts int, misuse string, hold time.Duration) error {
 				}
 			}
 		}
-		fmt.Printf("rank %d: %d checkpoints tried, %d failed\n", rank, tries, failed)
+		fmt.Printf("rank %d: %d checkpoints tried, %d failed in %.1f s\n", rank, tries, failed, time.Since(start).Seconds())
 		c.Close()
 		return world.Finalize()
 	}
