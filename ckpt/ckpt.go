@@ -93,7 +93,8 @@ type Config struct {
 	// rank inside Checkpoint. With every rank on one node it does nothing.
 	Partner bool
 	// Interval makes NeedCheckpoint true once this long has passed since
-	// the last checkpoint (or the start). 0: only on request.
+	// the last checkpoint, successful or not (or the start). 0: only on
+	// request.
 	Interval time.Duration
 	// Keep is how many committed epochs to keep. Default DefaultKeep.
 	Keep int
@@ -193,6 +194,7 @@ type Ckpt struct {
 	// Restore found some rank could not read; pruning does not count them
 	// (set before any checkpoint, read by rank 0 and its committer).
 	unreadable map[int]bool
+	saidDamage bool // Restore said which manifests are damaged
 	last       time.Time
 	step       int64
 
@@ -209,8 +211,16 @@ type Ckpt struct {
 	queued       sync.WaitGroup // flush jobs not yet done (Flush waits for them)
 	flushed      atomic.Int64   // newest epoch this rank flushed
 	flushMu      sync.Mutex
-	flushedFiles map[int]layout.File   // this rank's flushed files (with checksums) not yet committed in the prefix
-	flushErr     atomic.Value          // error
+	flushedFiles map[int]layout.File // this rank's flushed files (with checksums) not yet committed in the prefix
+	flushErr     atomic.Value        // error
+	// Flushes that ended (unflushed.go): this rank's failed ones not yet
+	// reported, the newest epoch whose flush ended, and, from every
+	// rank's reports, the epochs some rank failed to flush and the
+	// newest epoch whose flush ended on every rank.
+	flushFails   map[int]bool
+	flushEnds    atomic.Int64
+	unflushable  map[int]bool
+	allEnded     int
 	commitQ      chan *layout.Manifest // rank 0: epochs every rank flushed, to commit in the prefix
 	commitWG     sync.WaitGroup        // the committer goroutine
 	commits      sync.WaitGroup        // commits queued and not done
@@ -288,7 +298,8 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 	}
 	c := &Ckpt{comm: dup, cfg: cfg, names: map[string]bool{}, last: time.Now(),
 		stop: make(chan struct{}), pending: map[int]*layout.Manifest{}, partnerTo: -1,
-		flushedFiles: map[int]layout.File{}, deferred: map[int]*layout.Manifest{}}
+		flushedFiles: map[int]layout.File{}, deferred: map[int]*layout.Manifest{},
+		flushFails: map[int]bool{}, unflushable: map[int]bool{}}
 	// Epoch numbers continue after the highest directory any rank sees.
 	hi := -1
 	dirs := []string{cfg.Prefix, cfg.Cache}
@@ -323,7 +334,11 @@ func New(ctx context.Context, comm *mpi.Comm, cfg Config) (*Ckpt, error) {
 			}
 		}
 		c.leader = c.onNode[0] == dup.Rank()
-		if err := c.lockCache(); err != nil {
+		pid, err := c.prefixID()
+		if err != nil {
+			return nil, err
+		}
+		if err := c.lockCache(pid); err != nil {
 			return nil, err
 		}
 		if cfg.Partner {
@@ -410,10 +425,15 @@ func nodeID(comm *mpi.Comm, cache string) (string, error) {
 // lockCache (collective): the first rank of each node locks the node's
 // cache for the job's lifetime, and every rank fails if some node's cache
 // is another running job's (layout.LockCache says why sharing is unsafe).
-func (c *Ckpt) lockCache() error {
+// Holding it, the first rank removes the cache's copies of epochs the
+// user removed from the prefix (prefixID changed; stale.go).
+func (c *Ckpt) lockCache(prefixID string) error {
 	var err error
 	if c.leader {
 		c.unlock, err = layout.LockCache(c.cfg.Cache)
+		if err == nil && prefixID != "" {
+			err = c.adoptPrefixID(prefixID)
+		}
 	}
 	bad := []int64{0}
 	if err != nil {
@@ -489,8 +509,11 @@ func (c *Ckpt) Epoch() int { return c.next - 1 }
 // now: the interval elapsed on some rank or a checkpoint was requested.
 // It also commits cache epochs whose flush every rank completed.
 func (c *Ckpt) NeedCheckpoint() (bool, error) {
+	if c.closed {
+		return false, errors.New("ckpt: NeedCheckpoint after Close")
+	}
 	local := c.cfg.Interval > 0 && time.Since(c.last) >= c.cfg.Interval
-	need, err := c.sync(local, false)
+	need, err := c.sync(opNeed, local, false)
 	if err != nil {
 		return false, err
 	}
@@ -512,72 +535,6 @@ func (c *Ckpt) NeedCheckpoint() (bool, error) {
 	return need, nil
 }
 
-// sync is the one reduction NeedCheckpoint costs: it agrees on whether to
-// checkpoint and on which flushed epoch to commit in the prefix. With
-// retry (Checkpoint, Flush, Close; not NeedCheckpoint, which a job calls at
-// every step) the epochs whose commit in the prefix failed are committed
-// again.
-func (c *Ckpt) sync(want, retry bool) (bool, error) {
-	// v[2]: the newest epoch whose commit in the prefix is done (what
-	// pruning and the flushed entries go by); v[4]: the newest handed to
-	// rank 0's committer (newer flushed ones are to be committed).
-	v := []int64{0, -c.flushed.Load(), -1, c.reqSeq.Load(), -1}
-	if want {
-		v[0] = 1
-	}
-	if c.cfg.Cache == "" {
-		v[1] = 0
-	}
-	if c.comm.Rank() == 0 {
-		if c.cfg.Cache != "" {
-			// Only a commit the committer finished counts: counting one
-			// it was still doing (or had failed) let the nodes retire
-			// the cache's copies of an epoch not in the prefix.
-			c.prefixCommit = int(c.durable.Load())
-			if retry && c.commitFailed.Swap(false) {
-				c.queuedCommit = c.prefixCommit
-			}
-			for p := range c.pending {
-				if p <= c.prefixCommit {
-					delete(c.pending, p)
-				}
-			}
-		} else {
-			c.queuedCommit = c.prefixCommit
-		}
-		v[2], v[4] = int64(c.prefixCommit), int64(c.queuedCommit)
-	}
-	if err := mpi.Allreduce(c.comm, v, v, mpi.Max); err != nil {
-		return false, err
-	}
-	if v[3] > c.handled.Load() {
-		c.handled.Store(v[3])
-		v[0] = 1
-	}
-	flushed := int(-v[1])
-	// Entries of epochs rank 0 has committed are done with (kept until
-	// then: a commit that failed is tried again).
-	c.flushMu.Lock()
-	for e := range c.flushedFiles {
-		if e <= int(v[2]) {
-			delete(c.flushedFiles, e)
-		}
-	}
-	c.flushMu.Unlock()
-	if c.cfg.Cache != "" && flushed > int(v[4]) {
-		// Every rank knows from the reduction that epoch flushed is
-		// ready: gather its files' entries, whose checksums the flushes
-		// computed.
-		if err := c.commitFlushed(flushed); err != nil {
-			return false, err
-		}
-	}
-	if c.comm.Rank() != 0 {
-		c.prefixCommit = int(v[2])
-	}
-	return v[0] == 1, nil
-}
-
 // result is what each rank reports after writing its file.
 type result struct {
 	Epoch int // commitFlushed's: the epoch File is of
@@ -588,6 +545,10 @@ type result struct {
 	Deferred bool
 	// NoSpace: Err is the cache directory's ENOSPC or EDQUOT.
 	NoSpace bool
+	// The sender's flushes (unflushed.go): failed ones not yet
+	// reported, and the newest epoch whose flush ended.
+	FlushFailed []int
+	FlushEnded  int
 }
 
 // Checkpoint saves every registered section as a new epoch (collective).
@@ -595,13 +556,25 @@ type result struct {
 // in every node's cache (the flush to the prefix goes on in the
 // background).
 func (c *Ckpt) Checkpoint() error {
+	err := c.checkpoint()
+	if err != nil {
+		// The interval starts again at a failure too: counted from the
+		// last success, NeedCheckpoint said yes at every step after one
+		// failure, and a job that logs it and goes on wrote into a full
+		// file system at every step (TestIntervalAfterFailedCheckpoint).
+		c.last = time.Now()
+	}
+	return err
+}
+
+func (c *Ckpt) checkpoint() error {
 	if c.regErr != nil {
 		return c.regErr
 	}
 	if c.closed {
 		return errors.New("ckpt: Checkpoint after Close")
 	}
-	if _, err := c.sync(false, true); err != nil {
+	if _, err := c.sync(opCheckpoint, false, true); err != nil {
 		return err
 	}
 	e := c.next
@@ -627,11 +600,13 @@ func (c *Ckpt) Checkpoint() error {
 		res.Err = fmt.Sprintf("rank %d: %v", rank, err)
 		res.NoSpace = noSpace(err)
 	}
+	c.flushReport(&res)
 	all, err := mpi.AllgatherValue(c.comm, res)
 	if err != nil {
 		c.abandon(w)
 		return err
 	}
+	c.mergeFlushReports(all, res)
 	if c.cacheFull(all) {
 		c.abandon(w)
 		if res.Err == "" && !res.Deferred {
@@ -684,8 +659,11 @@ func (c *Ckpt) Checkpoint() error {
 	if c.cfg.Cache == "" {
 		if rank == 0 {
 			c.prefixCommit = e
+			// Said, not returned: the epoch is committed, and an error
+			// on rank 0 alone ended the job (or left the others
+			// without it) for an old epoch left behind.
 			if err := layout.PruneUnreadable(c.cfg.Prefix, c.cfg.Keep, c.unreadable); err != nil {
-				return fmt.Errorf("ckpt: prune %s: %w", c.cfg.Prefix, err)
+				fmt.Fprintf(logOut, "ckpt: rank 0: prune %s: %v\n", c.cfg.Prefix, err)
 			}
 		}
 		return nil
@@ -717,7 +695,10 @@ func (c *Ckpt) queue(j flushJob) {
 func (c *Ckpt) flusher() {
 	defer c.flushWG.Done()
 	for j := range c.flushQ {
-		c.flush(j)
+		failed := c.flush(j)
+		if j.prealloc == 0 {
+			c.flushEnd(j.epoch, failed)
+		}
 		c.queued.Done()
 	}
 }
@@ -725,7 +706,8 @@ func (c *Ckpt) flusher() {
 // testFlushGate, when set (by tests), runs before each epoch's flush.
 var testFlushGate func()
 
-func (c *Ckpt) flush(j flushJob) {
+// flush runs j; failed: its epoch's file did not reach the prefix.
+func (c *Ckpt) flush(j flushJob) (failed bool) {
 	if testFlushGate != nil && j.prealloc == 0 {
 		testFlushGate()
 	}
@@ -733,7 +715,7 @@ func (c *Ckpt) flush(j flushJob) {
 		if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.prealloc); err != nil {
 			fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 		}
-		return
+		return false
 	}
 	if j.snap != nil {
 		// The snapshot's end is this file's end of writing: then it is
@@ -753,7 +735,7 @@ func (c *Ckpt) flush(j flushJob) {
 			}
 			c.flushFailed(fmt.Errorf("ckpt: rank %d: epoch %d: %w", c.comm.Rank(), j.epoch, err),
 				"its snapshot was not written: the epoch is not committed anywhere")
-			return
+			return true
 		}
 	}
 	var f layout.File
@@ -771,14 +753,14 @@ func (c *Ckpt) flush(j flushJob) {
 	if err != nil {
 		c.flushFailed(fmt.Errorf("ckpt: rank %d: flush epoch %d: %w", j.file.Rank, j.epoch, err),
 			"that epoch is only in the node caches: a restart on other nodes cannot use it")
-		return
+		return true
 	}
 	c.flushMu.Lock()
 	c.flushedFiles[j.epoch] = f
 	c.flushMu.Unlock()
 	c.flushed.Store(int64(j.epoch))
 	if j.from == c.cfg.Prefix {
-		return
+		return false
 	}
 	// Until an epoch is retired there is no spare to overwrite: allocate
 	// one now, while the application computes, so that the next
@@ -787,6 +769,7 @@ func (c *Ckpt) flush(j flushJob) {
 	if err := layout.Preallocate(layout.SparePath(c.cfg.Cache, c.comm.Rank()), j.file.Size); err != nil {
 		fmt.Fprintf(os.Stderr, "ckpt: rank %d: %v\n", c.comm.Rank(), err)
 	}
+	return false
 }
 
 // logOut receives the messages of background failures (tests replace it).
@@ -813,7 +796,7 @@ func (c *Ckpt) Flush() error {
 		return errors.New("ckpt: Flush after Close")
 	}
 	c.queued.Wait()
-	if _, err := c.sync(false, true); err != nil {
+	if _, err := c.sync(opFlush, false, true); err != nil {
 		return err
 	}
 	c.commits.Wait()
@@ -854,7 +837,7 @@ func (c *Ckpt) Close() error {
 	if c.flushQ != nil {
 		close(c.flushQ)
 		c.flushWG.Wait()
-		_, err := c.sync(false, true)
+		_, err := c.sync(opClose, false, true)
 		if c.commitQ != nil {
 			close(c.commitQ)
 			c.commitWG.Wait()
@@ -866,10 +849,16 @@ func (c *Ckpt) Close() error {
 		// (after the reduction: this node's first rank may still have
 		// been retiring an epoch into it).
 		os.Remove(layout.SparePath(c.cfg.Cache, c.comm.Rank()))
+		// Collective first, on every rank: a rank whose flush failed
+		// returned before it, and the others' Close failed waiting.
+		perr := c.pruneAtClose()
 		if err := c.FlushError(); err != nil {
 			return err
 		}
-		return c.pruneAtClose()
+		return perr
 	}
-	return nil
+	// Nothing to commit, but Close is collective all the same: a rank
+	// closing while the others checkpoint is said on every rank.
+	_, err := c.sync(opClose, false, false)
+	return err
 }

@@ -39,7 +39,7 @@ func (c *Ckpt) pruneCache(dir string, recycle bool) {
 				continue
 			}
 		}
-		if e.Epoch > c.prefixCommit {
+		if e.Epoch > c.prefixCommit && !c.neverFlushed(e.Epoch) {
 			continue // not yet in the prefix: the only copy
 		}
 		if recycle {
@@ -54,6 +54,9 @@ func (c *Ckpt) pruneCache(dir string, recycle bool) {
 // checkpoint follows to prune them: learn rank 0's newest commit and keep
 // K, as a checkpoint would. Collective (Close).
 func (c *Ckpt) pruneAtClose() error {
+	if err := c.gatherFlushReports(); err != nil {
+		return err
+	}
 	v := []int64{0}
 	if c.comm.Rank() == 0 {
 		v[0] = c.durable.Load() // the committer has ended

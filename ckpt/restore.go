@@ -4,13 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gompi/gompi/ckpt/layout"
 	mpi "github.com/gompi/gompi/runtime"
 )
+
+// ErrNothingRegistered: Restore found an epoch whose files hold state,
+// and this rank has registered nothing to load it into (Restore called
+// before Register). It returned the epoch with nothing loaded, and the
+// program ran again from its initial state.
+var ErrNothingRegistered = errors.New("ckpt: nothing registered to restore into")
 
 // OldEpoch gives a redistribution callback the files of an epoch written
 // by a different number of ranks.
@@ -66,17 +75,29 @@ func (c *Ckpt) dirs() []string {
 // the prefix, its cache or its partner copies.
 func (c *Ckpt) candidates() ([]int, error) {
 	var mine []int
+	var damaged []layout.Epoch
 	for _, d := range c.dirs() {
 		eps, err := layout.List(d)
 		if err != nil {
 			return nil, fmt.Errorf("ckpt: rank %d: %w", c.comm.Rank(), err)
 		}
+		// A damaged manifest is said (once, by one rank per directory):
+		// its epoch was passed over without a word.
+		say := !c.saidDamage && (d == c.cfg.Prefix && c.comm.Rank() == 0 || d != c.cfg.Prefix && c.leader)
 		for _, e := range eps {
 			if e.Committed() {
 				mine = append(mine, e.Epoch)
+			} else if e.Err != nil && say && (c.cfg.Epoch == 0 || e.Epoch == c.cfg.Epoch) {
+				damaged = append(damaged, e)
 			}
 		}
 	}
+	for _, e := range damaged {
+		if !slices.Contains(mine, e.Epoch) { // else taken from another directory
+			fmt.Fprintf(logOut, "ckpt: rank %d: epoch %d passed over in %s: %v\n", c.comm.Rank(), e.Epoch, filepath.Dir(e.Dir), e.Err)
+		}
+	}
+	c.saidDamage = true
 	all, err := mpi.AllgatherValue(c.comm, mine)
 	if err != nil {
 		return nil, err
@@ -98,11 +119,24 @@ func (c *Ckpt) candidates() ([]int, error) {
 // HaveRestart reports whether some rank sees a committed epoch to restart
 // from (collective). Restore decides which one every rank can read.
 func (c *Ckpt) HaveRestart() (bool, error) {
-	if c.regErr != nil {
-		return false, c.regErr
+	if err := c.restoreStart(opHaveRestart); err != nil {
+		return false, err
 	}
 	cs, err := c.candidates()
 	return len(cs) > 0, err
+}
+
+// restoreStart checks a Restore or HaveRestart call (op; collective):
+// every rank must be in the same.
+func (c *Ckpt) restoreStart(op collective) error {
+	if c.regErr != nil {
+		return c.regErr
+	}
+	if c.closed {
+		return errors.New("ckpt: Restore after Close")
+	}
+	_, err := c.sync(op, false, false)
+	return err
 }
 
 // manifest is epoch e's manifest as this rank sees it: the cache copy
@@ -172,6 +206,14 @@ func (c *Ckpt) load(e int, m *layout.Manifest, dir string) (mismatch bool, err e
 	if rf.ix.Epoch != e || rf.ix.Rank != rank {
 		return false, fmt.Errorf("ckpt: %s holds epoch %d rank %d", layout.RankPath(dir, e, rank), rf.ix.Epoch, rf.ix.Rank)
 	}
+	if len(c.secs) == 0 && len(rf.ix.Sections) > 0 {
+		names := make([]string, len(rf.ix.Sections))
+		for i, s := range rf.ix.Sections {
+			names[i] = strconv.Quote(s.Name)
+		}
+		return false, fmt.Errorf("%w: rank %d: epoch %d holds sections %s: register the state (Register, RegisterSlice, RegisterStream) before Restore",
+			ErrNothingRegistered, rank, e, strings.Join(names, ", "))
+	}
 	for _, s := range c.secs {
 		rd, n, err := rf.section(s.name)
 		if err != nil {
@@ -208,8 +250,8 @@ func (e *RestoreError) Is(target error) bool { return target == ErrNoCheckpoint 
 // ErrNoCheckpoint when there is none (start from the beginning), or
 // ErrRankCount.
 func (c *Ckpt) Restore() (int, error) {
-	if c.regErr != nil {
-		return 0, c.regErr
+	if err := c.restoreStart(opRestore); err != nil {
+		return 0, err
 	}
 	cs, err := c.candidates()
 	if err != nil {
@@ -261,13 +303,24 @@ func (c *Ckpt) Restore() (int, error) {
 			// Every copy is intact; loading can still fail (the
 			// application's reader), after other ranks loaded.
 			_, lerr = c.load(e, m, dir)
-			w := []int64{0}
+			w := []int64{0, 0}
 			if lerr != nil {
 				w[0] = 1
 				tried = append(tried, lerr)
 			}
+			if errors.Is(lerr, ErrNothingRegistered) {
+				w[1] = 1
+			}
 			if err := mpi.Allreduce(c.comm, w, w, mpi.Max); err != nil {
 				return 0, err
+			}
+			if w[1] == 1 {
+				// A programming error, not a damaged epoch: no older
+				// one would do better.
+				if lerr == nil || !errors.Is(lerr, ErrNothingRegistered) {
+					lerr = fmt.Errorf("%w on another rank (see its error): epoch %d not restored", ErrNothingRegistered, e)
+				}
+				return 0, lerr
 			}
 			v[0] = w[0]
 			partial = partial || w[0] != 0
@@ -282,6 +335,11 @@ func (c *Ckpt) Restore() (int, error) {
 		}
 		if lerr == nil {
 			tried = append(tried, fmt.Errorf("epoch %d: another rank could not read its file", e))
+		} else {
+			// Said now, not only if no epoch is restored: the job resumed
+			// from an older epoch with nothing said of the damage.
+			fmt.Fprintf(logOut, "ckpt: rank %d: epoch %d not restored (every rank moves to an older one): %s\n",
+				c.comm.Rank(), e, strings.TrimPrefix(lerr.Error(), "ckpt: "))
 		}
 		if c.unreadable == nil {
 			c.unreadable = map[int]bool{}

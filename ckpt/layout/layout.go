@@ -585,6 +585,7 @@ func PruneUnreadable(prefix string, keep int, unreadable map[int]bool) error {
 		return err
 	}
 	newest, kept := -1, 0
+	var errs []error
 	for i := len(eps) - 1; i >= 0; i-- {
 		if eps[i].Committed() {
 			if newest < 0 {
@@ -600,11 +601,13 @@ func PruneUnreadable(prefix string, keep int, unreadable map[int]bool) error {
 		} else if newest < 0 || eps[i].Epoch > newest {
 			continue // may be in progress
 		}
+		// One epoch that cannot be removed (a file held open on NFS, an
+		// immutable one) must not keep the others: it stopped pruning.
 		if err := Remove(prefix, eps[i].Epoch); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("remove epoch %d: %w", eps[i].Epoch, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // CopyFile copies rank file f of epoch e from one prefix to another

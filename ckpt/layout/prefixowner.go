@@ -195,12 +195,19 @@ func ClaimPrefix(ctx context.Context, prefix string, me Owner, stale time.Durati
 		}
 		why := ""
 		switch {
-		case err != nil && len(seen) == 0:
-			// Being written (create, then write), or left empty by a
-			// crash there: watch it as a record of another node.
-			why, err = watch(ctx, path, seen, o, stale)
 		case err != nil:
-			why = fmt.Sprintf("unreadable (%v)", err)
+			// Empty (being written by create's fallback, or left so by a
+			// crash there) or damaged: nothing says whose it is, so watch
+			// it as another node's record, and say so (the empty one was
+			// watched without a word, and a damaged one failed every
+			// start with a bare JSON error).
+			o = Owner{} // what a type error left half decoded
+			what := "empty"
+			if len(seen) > 0 {
+				what = fmt.Sprintf("unreadable (%v)", errors.Unwrap(err))
+			}
+			say(fmt.Sprintf("ckpt: %s is %s: watching it for up to %v to see whether a job still writes it", path, what, stale))
+			why, err = watch(ctx, path, seen, o, stale)
 		case me.Launch != "" && o.Launch == me.Launch && o.Job != me.Job:
 			why = "a previous launch of this run (it was relaunched)"
 		case o.aliveHere() && !exits(ctx, o, min(3*time.Second, stale/10)):

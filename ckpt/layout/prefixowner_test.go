@@ -127,3 +127,41 @@ func TestClaimPrefixRecordIsJSON(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestClaimPrefixBadRecord: a record nobody can parse (empty: a crash
+// between the O_EXCL create and its write where links are not supported;
+// damaged) is watched like another host's, the wait said before it, and
+// taken over once unchanged for the stale time. The empty one was watched
+// without a word (the job's start looked hung for a minute), and a
+// damaged one failed every start with a bare JSON error naming no way out.
+func TestClaimPrefixBadRecord(t *testing.T) {
+	for _, tc := range []struct{ name, record string }{
+		{"empty", ""},
+		{"damaged", `{"job":"3f9c", "host":` + "\x00\x17garbage"},
+		{"not json", "hello\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := t.TempDir()
+			path := filepath.Join(prefix, PrefixOwnerFile)
+			if err := os.WriteFile(path, []byte(tc.record), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var said []string
+			say := func(s string) { said = append(said, s) }
+			l, err := ClaimPrefix(context.Background(), prefix, ThisProcess("jobB"), 300*time.Millisecond, say)
+			if err != nil {
+				t.Fatalf("claim over a %s record: %v, want it taken over after 300ms", tc.name, err)
+			}
+			defer l.Release()
+			if len(said) != 2 || !strings.Contains(said[0], path) || !strings.Contains(said[0], "watching it for up to 300ms") {
+				t.Fatalf("said %q: want the wait announced (naming %s) before the takeover", said, path)
+			}
+			if !strings.Contains(said[1], "took over") || !strings.Contains(said[1], "not refreshed for 300ms") {
+				t.Fatalf("said %q: want the takeover said, with why", said)
+			}
+			if o, _, err := ReadOwner(prefix); err != nil || o.Job != "jobB" {
+				t.Fatalf("record after the takeover: %+v %v", o, err)
+			}
+		})
+	}
+}

@@ -276,6 +276,30 @@ func ckptRemove(w io.Writer, prefix string, eps []layout.Epoch, epochs []int, ke
 			newest = e.Epoch
 		}
 	}
+	// Removing everything, or the newest epochs (a roll back): a new id
+	// for the next job, whose nodes then remove their caches' copies
+	// instead of restarting from them (docs/ckpt.md). Not for older
+	// epochs: the caches may hold the only copies of newer ones.
+	rollback, left := all, -1
+	for _, e := range eps {
+		if e.Committed() && !slices.Contains(epochs, e.Epoch) {
+			left = e.Epoch
+		}
+	}
+	for _, n := range epochs {
+		// Only epochs that are there: a mistyped number must not cost
+		// the caches their epochs.
+		there := slices.ContainsFunc(eps, func(e layout.Epoch) bool { return e.Epoch == n })
+		rollback = rollback || there && n > left
+	}
+	if rollback {
+		if err := os.Remove(filepath.Join(prefix, layout.PrefixIDFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return 1, fmt.Errorf("ckpt rm: %w", err)
+		}
+		if !all {
+			fmt.Fprintf(w, "node caches (-ckpoint-cache) drop their copies of epochs newer than %d when the next job starts\n", left)
+		}
+	}
 	removed := 0
 	for _, e := range eps {
 		del := all || slices.Contains(epochs, e.Epoch) ||

@@ -136,3 +136,48 @@ func TestCkptRmRefusesARunningJob(t *testing.T) {
 		t.Fatalf("stale owner record kept by rm -all: %v", err)
 	}
 }
+
+// TestCkptRmRenewsPrefixID: ckpt rm renews the prefix's ID (the node
+// caches then drop their copies of its epochs: docs/ckpt.md) when it
+// removes everything or the newest epochs, not for older epochs (the
+// caches may hold the only copies of newer ones), and not for an epoch
+// that is not there (a mistyped number cost the caches every epoch).
+func TestCkptRmRenewsPrefixID(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string // after the prefix, or before it for options
+		opt   bool
+		code  int
+		renew bool
+	}{
+		{"all", []string{"-all"}, true, 0, true},
+		{"newest", []string{"3"}, false, 0, true},
+		{"two newest", []string{"2", "3"}, false, 0, true},
+		{"oldest", []string{"1"}, false, 0, false},
+		{"keep", []string{"-keep", "1"}, true, 0, false},
+		{"missing epoch", []string{"99"}, false, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := t.TempDir()
+			for e := 1; e <= 3; e++ {
+				commitEpoch(t, prefix, e)
+			}
+			id, err := layout.PrefixID(prefix)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"rm", prefix}, tc.args...)
+			if tc.opt {
+				args = append(append([]string{"rm"}, tc.args...), prefix)
+			}
+			var out bytes.Buffer
+			if code, _ := ckptCommand(&out, args); code != tc.code {
+				t.Fatalf("ckpt %v: exit %d, want %d\n%s", args, code, tc.code, out.String())
+			}
+			b, err := os.ReadFile(filepath.Join(prefix, layout.PrefixIDFile))
+			if renewed := err != nil || strings.TrimSpace(string(b)) != id; renewed != tc.renew {
+				t.Fatalf("ckpt %v: prefix ID renewed %v, want %v", args, renewed, tc.renew)
+			}
+		})
+	}
+}

@@ -24,7 +24,8 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	os.Exit(testkit.MainWithBinaries(m, &binDir, "gompi-ckpt-",
-		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"), testkit.Pkg("examples/heat")))
+		testkit.Pkg("cmd/gompiexec"), testkit.Pkg("cmd/gompi-proxy"), testkit.Pkg("examples/heat"),
+		testkit.Pkg("test/ckpt/progs/ckprobe")))
 }
 
 func bin(name string) string { return filepath.Join(binDir, name) }
