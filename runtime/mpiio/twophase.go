@@ -201,7 +201,13 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 			}
 		}
 	}
-	if aerr := f.agree(op, f.err(op, -1, err)); aerr != nil && (err == nil || !errors.Is(err, io.EOF)) {
+	// End of file is this rank's own result (as in independentAll), not a
+	// failure of the call: the ranks that read their whole range succeed.
+	aerr := err
+	if errors.Is(err, io.EOF) {
+		aerr = nil
+	}
+	if aerr := f.agree(op, f.err(op, -1, aerr)); aerr != nil {
 		return n, aerr
 	}
 	return n, err

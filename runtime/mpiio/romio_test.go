@@ -1,0 +1,54 @@
+package mpiio_test
+
+// Behaviour checked against ROMIO (MPICH's MPI-IO) by running the same
+// scenarios with both under gompiexec: where ROMIO's result is right,
+// these tests hold runtime/mpiio to it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	mpi "github.com/gompi/gompi/runtime"
+	"github.com/gompi/gompi/runtime/mpiio"
+)
+
+// TestCollectiveReadEOFIsOwnResult: in a collective read, a rank whose
+// range runs past the end of file gets its count and io.EOF; the ranks
+// whose ranges were read whole succeed, as in ROMIO (where end of file is
+// no error at all). Two-phase reads passed one rank's EOF into the call's
+// agreement, so every other rank failed with ErrRemote, and an
+// independent-mode read did not.
+func TestCollectiveReadEOFIsOwnResult(t *testing.T) {
+	for _, cb := range []string{"enable", "disable", "automatic"} {
+		t.Run("romio_cb_read="+cb, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			if err := os.WriteFile(path, make([]byte, 100), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// rank 0 reads [0, 10), rank 1 [95, 115), rank 2 [200, 210),
+			// rank 3 nothing.
+			offs := []int64{0, 95, 200, 0}
+			lens := []int{10, 20, 10, 0}
+			want := []int{10, 5, 0, 0}
+			runRanks(t, 4, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeRdonly, mpiio.Hints{"romio_cb_read": cb, "cb_nodes": "2"})
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				r := c.Rank()
+				n, err := f.ReadAtAll(make([]byte, lens[r]), offs[r])
+				eof := want[r] < lens[r]
+				if n != want[r] || eof != errors.Is(err, io.EOF) || !eof && err != nil || errors.Is(err, mpiio.ErrRemote) {
+					return fmt.Errorf("ReadAtAll of %d bytes at %d: %d, %v; want %d and EOF %v", lens[r], offs[r], n, err, want[r], eof)
+				}
+				return nil
+			})
+		})
+	}
+}
