@@ -180,7 +180,8 @@ func (f *File) err(op string, off int64, err error) error {
 
 // agree is the collective end of an operation: every rank learns whether
 // any rank failed. A rank that failed gets its own error; the others an
-// *Error naming the first failed rank and wrapping ErrRemote.
+// *Error naming the first failed rank and wrapping ErrRemote and the
+// failed rank's error class (remote.go).
 func (f *File) agree(op string, err error) error {
 	return agree(f.comm, f.path, op, err)
 }
@@ -219,7 +220,7 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	}
 	msg := ""
 	if err != nil {
-		msg = err.Error()
+		msg = remoteMsg(err)
 	}
 	if gerr := mpi.BcastValue(comm, &msg, r); gerr != nil && err == nil {
 		return &Error{Op: op, Path: path, Rank: comm.Rank(), Off: -1, Err: gerr}
@@ -227,7 +228,7 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	if err != nil {
 		return err
 	}
-	return &Error{Op: op, Path: path, Rank: r, Off: -1, Err: fmt.Errorf("%w: %s", ErrRemote, msg)}
+	return &Error{Op: op, Path: path, Rank: r, Off: -1, Err: newRemoteError(msg)}
 }
 
 // Open opens path on every rank of comm (collective). Every rank must pass
@@ -261,8 +262,16 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// The same mode everywhere: max(mode) == -max(-mode), found in the
 	// agreement on the hints. Only when not are the modes gathered, to
 	// name a rank that differs.
+	// A rank's own failure is an *Error too (naming the file and rank).
+	wrap := func(err error) error {
+		var e *Error
+		if err == nil || errors.As(err, &e) {
+			return err
+		}
+		return &Error{Op: "open", Path: path, Rank: rank, Off: -1, Err: err}
+	}
 	mm := []int64{int64(mode), -int64(mode)}
-	if err := agreeMax(comm, path, "open", lerr, mm); err != nil {
+	if err := agreeMax(comm, path, "open", wrap(lerr), mm); err != nil {
 		return nil, err
 	}
 	if mm[0] != -mm[1] {
@@ -275,7 +284,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 				lerr = fmt.Errorf("%w: rank %d opened with %v, rank %d with %v", ErrMode, r, Mode(m), rank, mode)
 			}
 		}
-		if err := agree(comm, path, "open", lerr); err != nil {
+		if err := agree(comm, path, "open", wrap(lerr)); err != nil {
 			return nil, err
 		}
 	}
@@ -331,7 +340,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	if f.created {
 		cr[0] = 1
 	}
-	if err := agreeMax(f.comm, path, "open", lerr, cr); err != nil {
+	if err := agreeMax(f.comm, path, "open", wrap(lerr), cr); err != nil {
 		if f.fd != nil {
 			f.fd.Close()
 		}
@@ -359,7 +368,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	if f.cache != nil {
 		nc[0] = -1
 	}
-	if err := agreeMax(f.comm, path, "open", lerr, nc); err != nil {
+	if err := agreeMax(f.comm, path, "open", wrap(lerr), nc); err != nil {
 		if f.fd != nil {
 			f.fd.Close()
 		}

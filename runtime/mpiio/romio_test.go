@@ -52,3 +52,70 @@ func TestCollectiveReadEOFIsOwnResult(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteErrorsKeepClass: when one rank's failure fails a collective
+// call, every rank's error answers errors.Is for the failure's class (as
+// ROMIO returns one error class on every rank), besides ErrRemote on the
+// ranks that did not fail themselves. A collective Open of a missing file
+// was os.ErrNotExist on rank 0 only.
+func TestRemoteErrorsKeepClass(t *testing.T) {
+	dir := t.TempDir()
+	exists := filepath.Join(dir, "exists")
+	if err := os.WriteFile(exists, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open := func(c *mpi.Comm, path string, mode mpiio.Mode) (*mpiio.File, error) {
+		return mpiio.Open(context.Background(), c, path, mode, nil)
+	}
+	cases := []struct {
+		name  string
+		class error
+		call  func(c *mpi.Comm) error
+	}{
+		{"open missing", os.ErrNotExist, func(c *mpi.Comm) error {
+			_, err := open(c, filepath.Join(dir, "missing"), mpiio.ModeRdonly)
+			return err
+		}},
+		{"open exclusive existing", os.ErrExist, func(c *mpi.Comm) error {
+			_, err := open(c, exists, mpiio.ModeCreate|mpiio.ModeExcl|mpiio.ModeRdwr)
+			return err
+		}},
+		{"bad view on rank 1", mpiio.ErrView, func(c *mpi.Comm) error {
+			f, err := open(c, exists, mpiio.ModeRdonly)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			ft := mpi.Int32
+			if c.Rank() == 1 {
+				ft, _ = mpi.Contiguous(3, mpi.Byte) // not whole Int32 etypes
+			}
+			return f.SetView(0, mpi.Int32, ft)
+		}},
+		{"negative offset on rank 2", mpi.ErrArg, func(c *mpi.Comm) error {
+			f, err := open(c, exists, mpiio.ModeRdonly)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			off := int64(0)
+			if c.Rank() == 2 {
+				off = -1
+			}
+			_, err = f.ReadAtAll(make([]byte, 1), off)
+			return err
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runRanks(t, 3, func(c *mpi.Comm) error {
+				err := tc.call(c)
+				var e *mpiio.Error
+				if !errors.Is(err, tc.class) || !errors.As(err, &e) {
+					return fmt.Errorf("got %v; want an *mpiio.Error wrapping %v", err, tc.class)
+				}
+				return nil
+			})
+		})
+	}
+}

@@ -93,7 +93,7 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 	enc := []byte{0}
 	if verr != nil {
 		verr = f.err("set view", disp, verr)
-		enc = append([]byte{1}, verr.Error()...)
+		enc = append([]byte{1}, remoteMsg(verr)...)
 	} else {
 		enc = append(enc, v.marshal()...)
 	}
@@ -106,7 +106,7 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 			if verr != nil {
 				return verr
 			}
-			return &Error{Op: "set view", Path: f.path, Rank: r, Off: -1, Err: fmt.Errorf("%w: %s", ErrRemote, b[1:])}
+			return &Error{Op: "set view", Path: f.path, Rank: r, Off: -1, Err: newRemoteError(string(b[1:]))}
 		}
 	}
 	views := make([]*view, len(all))
