@@ -75,6 +75,16 @@ const (
 	ModeExcl                    // with ModeCreate: fail if it exists
 	// ModeDeleteOnClose removes the file when the last rank closes it.
 	ModeDeleteOnClose
+	// ModeUniqueOpen promises that no other program opens the file at
+	// the same time (MPI_MODE_UNIQUE_OPEN). Accepted; nothing here
+	// depends on other openers, so it changes nothing.
+	ModeUniqueOpen
+	// ModeAppend starts both file pointers at the end of the file
+	// (MPI_MODE_APPEND), in bytes of the default view; SetView resets
+	// them to 0, as always. Writes at explicit offsets go where they say.
+	ModeAppend
+
+	modeAll = ModeAppend<<1 - 1
 )
 
 func (m Mode) String() string {
@@ -82,12 +92,12 @@ func (m Mode) String() string {
 	for _, f := range []struct {
 		m Mode
 		s string
-	}{{ModeRdonly, "rdonly"}, {ModeWronly, "wronly"}, {ModeRdwr, "rdwr"}, {ModeCreate, "create"}, {ModeExcl, "excl"}, {ModeDeleteOnClose, "delete_on_close"}} {
+	}{{ModeRdonly, "rdonly"}, {ModeWronly, "wronly"}, {ModeRdwr, "rdwr"}, {ModeCreate, "create"}, {ModeExcl, "excl"}, {ModeDeleteOnClose, "delete_on_close"}, {ModeUniqueOpen, "unique_open"}, {ModeAppend, "append"}} {
 		if m&f.m != 0 {
 			parts = append(parts, f.s)
 		}
 	}
-	if rest := m &^ (ModeDeleteOnClose<<1 - 1); rest != 0 {
+	if rest := m &^ modeAll; rest != 0 {
 		parts = append(parts, fmt.Sprintf("%#x", int(rest)))
 	}
 	return strings.Join(parts, "|")
@@ -364,9 +374,15 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// Cache hints may differ per rank; collective writes cache on the
 	// ranks themselves only when every rank has a cache: max(-cached) is
 	// -1, agreed with the errors.
-	nc := []int64{0}
+	// nc[1]: with ModeAppend, where the pointers start: the file's size
+	// as rank 0 sees it (after any journal replay), so every rank starts
+	// at the same place.
+	nc := []int64{0, 0}
 	if f.cache != nil {
 		nc[0] = -1
+	}
+	if lerr == nil && rank == 0 && mode&ModeAppend != 0 {
+		nc[1], lerr = f.Size()
 	}
 	if err := agreeMax(f.comm, path, "open", wrap(lerr), nc); err != nil {
 		if f.fd != nil {
@@ -379,7 +395,8 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	}
 	f.allCached = nc[0] == -1
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
-	f.shared = newSharedPtr(ctx, spComm)
+	f.ptr = nc[1]
+	f.shared = newSharedPtr(ctx, spComm, nc[1])
 	return f, nil
 }
 
@@ -395,7 +412,7 @@ func checkMode(m Mode) error {
 		return fmt.Errorf("%w: %v: need exactly one of rdonly, wronly, rdwr", ErrMode, m)
 	case m&ModeRdonly != 0 && m&(ModeCreate|ModeExcl) != 0:
 		return fmt.Errorf("%w: %v: create or excl with rdonly", ErrMode, m)
-	case m&^(ModeDeleteOnClose<<1-1) != 0:
+	case m&^modeAll != 0:
 		return fmt.Errorf("%w: %v: unknown flags", ErrMode, m)
 	}
 	return nil

@@ -119,3 +119,44 @@ func TestRemoteErrorsKeepClass(t *testing.T) {
 		})
 	}
 }
+
+// TestModeAppend: MPI_MODE_APPEND starts both file pointers at the end
+// of the file, as ROMIO does (there: get_position 10, get_position_shared
+// 10, and three ranks' write_ordered of 3 bytes each make a 19-byte
+// file); ModeUniqueOpen is accepted and changes nothing.
+func TestModeAppend(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := os.WriteFile(path, []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runRanks(t, 3, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeAppend|mpiio.ModeUniqueOpen|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		if p, err := f.Position(); p != 10 || err != nil {
+			return fmt.Errorf("Position() = %d, %v; want 10", p, err)
+		}
+		if p, err := f.PositionShared(); p != 10 || err != nil {
+			return fmt.Errorf("PositionShared() = %d, %v; want 10", p, err)
+		}
+		if _, err := f.WriteOrdered([]byte{byte('a' + c.Rank()), 'x', 'y'}); err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			if _, err := f.Write([]byte("!")); err != nil { // at the individual pointer: 10
+				return err
+			}
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if s := (mpiio.ModeAppend | mpiio.ModeUniqueOpen | mpiio.ModeRdwr).String(); s != "rdwr|unique_open|append" {
+			return fmt.Errorf("String() = %q", s)
+		}
+		return nil
+	})
+	if b, _ := os.ReadFile(path); string(b) != "0123456789!xybxycxy" {
+		t.Fatalf("file %q; want %q", b, "0123456789!xybxycxy")
+	}
+}

@@ -43,8 +43,9 @@ const (
 	tagGrant = 2 // from rank 0: the pointer before the claim
 )
 
-func newSharedPtr(ctx context.Context, comm *mpi.Comm) *sharedPtr {
-	s := &sharedPtr{comm: comm, ctx: ctx, rank: comm.Rank()}
+// start is the pointer's first value (the file's end with ModeAppend).
+func newSharedPtr(ctx context.Context, comm *mpi.Comm, start int64) *sharedPtr {
+	s := &sharedPtr{comm: comm, ctx: ctx, rank: comm.Rank(), val: start}
 	if s.rank == 0 {
 		s.done = make(chan struct{})
 		go s.serve()
