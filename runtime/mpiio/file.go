@@ -175,6 +175,11 @@ type File struct {
 
 	bufMu sync.Mutex
 	cbufs [2][]byte // an aggregator's round buffers
+
+	// collTail is closed when the last collective access started is done
+	// (collorder.go); nil before the first.
+	collMu   sync.Mutex
+	collTail chan struct{}
 }
 
 func (f *File) err(op string, off int64, err error) error {
@@ -546,6 +551,9 @@ func (f *File) check(op string, write bool) error {
 // sync-barrier-sync, done in one call). With a cache it waits for the
 // flusher first.
 func (f *File) Sync() error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if f.closed {
 		return f.err("sync", -1, ErrClosed)
 	}
@@ -582,6 +590,9 @@ func (f *File) Size() (int64, error) {
 
 // SetSize (collective) truncates or extends the file to size bytes.
 func (f *File) SetSize(size int64) error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if err := f.check("set size", true); err != nil {
 		return err
 	}
@@ -620,6 +631,9 @@ func (f *File) SetSize(size int64) error {
 // Preallocate (collective) reserves storage for the first size bytes,
 // extending the file if it is shorter.
 func (f *File) Preallocate(size int64) error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if err := f.check("preallocate", true); err != nil {
 		return err
 	}
@@ -642,6 +656,9 @@ func (f *File) Preallocate(size int64) error {
 // Close (collective) flushes the cache, closes every rank's descriptor
 // and, with ModeDeleteOnClose, removes the file.
 func (f *File) Close() error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if f.closed {
 		return f.err("close", -1, ErrClosed)
 	}
@@ -694,6 +711,9 @@ func Delete(path string) error {
 // too), and a read takes a shared lock: overlapping independent accesses
 // are serialized. Collective writes are atomic anyway (disjoint domains).
 func (f *File) SetAtomicity(on bool) error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if f.closed {
 		return f.err("set atomicity", -1, ErrClosed)
 	}

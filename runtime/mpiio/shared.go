@@ -272,6 +272,9 @@ func (f *File) WriteOrdered(buf []byte) (int, error) {
 // errors' agreement (no rank can claim before it), then the collective
 // path at base plus each rank's scan.
 func (f *File) ordered(write bool, buf []byte) (int, error) {
+	prev, done := f.turn() // a collective access (collorder.go)
+	defer done()
+	<-prev
 	op := "read ordered"
 	if write {
 		op = "write ordered"
@@ -317,13 +320,16 @@ func (f *File) ordered(write bool, buf []byte) (int, error) {
 	if err := agreeMax(f.comm, f.path, op, f.err(op, -1, err), base); err != nil {
 		return 0, err
 	}
-	return f.collective(write, buf, base[0]+before)
+	return f.collectiveNow(write, buf, base[0]+before)
 }
 
 // SeekShared (collective, MPI_File_seek_shared) moves the shared file
 // pointer as Seek moves the individual one; every rank must pass the same
 // offset and whence (checked). It returns the new position.
 func (f *File) SeekShared(offset int64, whence int) (int64, error) {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	const op = "seek shared"
 	var lerr error
 	if f.closed {

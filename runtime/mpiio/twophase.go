@@ -47,19 +47,24 @@ func (f *File) ReadAtAll(buf []byte, off int64) (int, error) {
 
 // IwriteAtAll and IreadAtAll start the collective operations on a
 // goroutine (MPI_File_iwrite_at_all). Every rank must start them in the
-// same order, and no other collective operation on f may run until the
-// request completes.
+// same order; several may be outstanding, and blocking collective
+// accesses may be called meanwhile: they run one after another in the
+// order started (collorder.go).
 func (f *File) IwriteAtAll(buf []byte, off int64) *mpi.Request {
-	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.WriteAtAll(buf, off)
-		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
-	})
+	return f.icollective(true, buf, off)
 }
 
 // IreadAtAll: see IwriteAtAll.
 func (f *File) IreadAtAll(buf []byte, off int64) *mpi.Request {
+	return f.icollective(false, buf, off)
+}
+
+func (f *File) icollective(write bool, buf []byte, off int64) *mpi.Request {
+	prev, done := f.turn()
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.ReadAtAll(buf, off)
+		defer done()
+		<-prev
+		n, err := f.collectiveNow(write, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -87,7 +92,8 @@ func (p *plan) window(a, r int) (lo, hi int64) {
 	return max(lo, p.lo), min(hi, p.hi)
 }
 
-func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
+// collectiveNow is a collective read or write (in its turn: collorder.go).
+func (f *File) collectiveNow(write bool, buf []byte, off int64) (int, error) {
 	op := "read all"
 	if write {
 		op = "write all"

@@ -83,6 +83,9 @@ func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
 // rank; each rank's filetype must have nondecreasing, non-overlapping
 // blocks within its extent (MPI's rule for filetypes).
 func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if f.closed {
 		return f.err("set view", -1, ErrClosed)
 	}
