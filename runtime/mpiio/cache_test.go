@@ -623,6 +623,10 @@ func TestCacheJournalOfRemovedFile(t *testing.T) {
 		{"orphan", mpiio.ModeCreate | mpiio.ModeRdwr, false, 1},
 		{"exists", mpiio.ModeCreate | mpiio.ModeRdwr, true, 0},
 		{"exists-orphan", mpiio.ModeRdwr, true, 1},
+		// ModeExcl without ModeCreate opens an existing file (as ROMIO's
+		// open(2) with O_EXCL alone): it created nothing, so the journal
+		// is of this file. It was taken for a new file's stale journal.
+		{"exists-excl-without-create", mpiio.ModeExcl | mpiio.ModeRdwr, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

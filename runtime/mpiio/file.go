@@ -344,7 +344,9 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 			}
 		} else {
 			f.fd, lerr = os.OpenFile(path, cflags, 0o666)
-			f.created = lerr == nil && mode&ModeExcl != 0
+			// O_EXCL creates nothing without O_CREAT (it then opens an
+			// existing file, as ROMIO's open does).
+			f.created = lerr == nil && mode&ModeExcl != 0 && mode&ModeCreate != 0
 		}
 		if errors.Is(lerr, os.ErrPermission) && mode&ModeWronly != 0 {
 			f.fd, lerr = os.OpenFile(path, cflags&^os.O_RDWR|os.O_WRONLY, 0o666)
