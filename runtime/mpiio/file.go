@@ -58,6 +58,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -167,7 +168,12 @@ type File struct {
 	// allCached: every rank has a cache, so collective writes cache each
 	// rank's pieces on its own host (see cachedLocal).
 	allCached bool
-	closed    bool
+	// closed: Close has run. ioMu is held shared by every data access
+	// and Size for their duration, and exclusively by Close while it
+	// tears down: Close waits for outstanding requests (a pending
+	// IwriteAt used the descriptor after it was closed).
+	closed atomic.Bool
+	ioMu   sync.RWMutex
 	noRead    bool // write-only descriptor: no read-modify-write
 	// created: this Open created the file, so a cache journal of its
 	// path is of a removed file (staleJournal).
@@ -535,8 +541,18 @@ func (f *File) Hints() Hints { return f.hints.effective(len(f.aggs)) }
 // file-domain order.
 func (f *File) Aggregators() []int { return append([]int(nil), f.aggs...) }
 
+// using holds off Close for an access; ErrClosed once it has run.
+func (f *File) using(op string) (release func(), err error) {
+	f.ioMu.RLock()
+	if f.closed.Load() {
+		f.ioMu.RUnlock()
+		return nil, f.err(op, -1, ErrClosed)
+	}
+	return f.ioMu.RUnlock, nil
+}
+
 func (f *File) check(op string, write bool) error {
-	if f.closed {
+	if f.closed.Load() {
 		return f.err(op, -1, ErrClosed)
 	}
 	if write && f.mode&ModeRdonly != 0 {
@@ -556,7 +572,7 @@ func (f *File) Sync() error {
 	prev, done := f.turn() // after the collective accesses started before (collorder.go)
 	defer done()
 	<-prev
-	if f.closed {
+	if f.closed.Load() {
 		return f.err("sync", -1, ErrClosed)
 	}
 	var err error
@@ -575,9 +591,11 @@ func (f *File) Sync() error {
 
 // Size is the file's current size in bytes.
 func (f *File) Size() (int64, error) {
-	if f.closed {
-		return 0, f.err("size", -1, ErrClosed)
+	release, err := f.using("size")
+	if err != nil {
+		return 0, err
 	}
+	defer release()
 	if f.cache != nil {
 		if sz, ok := f.cache.size(); ok {
 			return sz, nil
@@ -661,7 +679,12 @@ func (f *File) Close() error {
 	prev, done := f.turn() // after the collective accesses started before (collorder.go)
 	defer done()
 	<-prev
-	if f.closed {
+	if f.closed.Load() {
+		return f.err("close", -1, ErrClosed)
+	}
+	f.ioMu.Lock() // after the rank's outstanding accesses
+	if f.closed.Load() {
+		f.ioMu.Unlock()
 		return f.err("close", -1, ErrClosed)
 	}
 	var err error
@@ -677,7 +700,8 @@ func (f *File) Close() error {
 	if cerr := f.fd.Close(); err == nil {
 		err = cerr
 	}
-	f.closed = true
+	f.closed.Store(true)
+	f.ioMu.Unlock()
 	err = f.agree("close", f.err("close", -1, err))
 	// Every rank is past its last shared-pointer claim: stop rank 0's
 	// service (and free its communicator if every rank got here).
@@ -716,7 +740,7 @@ func (f *File) SetAtomicity(on bool) error {
 	prev, done := f.turn() // after the collective accesses started before (collorder.go)
 	defer done()
 	<-prev
-	if f.closed {
+	if f.closed.Load() {
 		return f.err("set atomicity", -1, ErrClosed)
 	}
 	all, err := mpi.AllgatherValue(f.comm, on)

@@ -57,8 +57,14 @@ func (f *File) IreadAt(buf []byte, off int64) *mpi.Request {
 	f.mu.RLock()
 	v, atomic := f.view, f.atomic
 	f.mu.RUnlock()
+	// Held from the call: a Close after it waits for the request.
+	release, err := f.using("read")
+	if err != nil {
+		return failed(err)
+	}
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.readAt(v, atomic, buf, off)
+		defer release()
+		n, err := f.readUsing(v, atomic, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -72,8 +78,13 @@ func (f *File) IwriteAt(buf []byte, off int64) *mpi.Request {
 	f.mu.RLock()
 	v, atomic := f.view, f.atomic
 	f.mu.RUnlock()
+	release, err := f.using("write")
+	if err != nil {
+		return failed(err)
+	}
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.writeAt(v, atomic, false, buf, off)
+		defer release()
+		n, err := f.writeUsing(v, atomic, false, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -120,6 +131,16 @@ func sieve(t tri, ps []piece) bool {
 }
 
 func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) {
+	release, err := f.using("read")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return f.readUsing(v, atomic, buf, off)
+}
+
+// readUsing is readAt for a caller that holds f.using.
+func (f *File) readUsing(v *view, atomic bool, buf []byte, off int64) (int, error) {
 	if err := f.checkOff("read", off, v, len(buf)); err != nil {
 		return 0, err
 	}
@@ -189,6 +210,16 @@ func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) 
 // hold: a collective write's (independentAll): a snapshot writer starts
 // when the call returns.
 func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, error) {
+	release, err := f.using("write")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return f.writeUsing(v, atomic, hold, buf, off)
+}
+
+// writeUsing is writeAt for a caller that holds f.using.
+func (f *File) writeUsing(v *view, atomic, hold bool, buf []byte, off int64) (int, error) {
 	if err := f.checkOff("write", off, v, len(buf)); err != nil {
 		return 0, err
 	}

@@ -221,3 +221,60 @@ func TestNonblockingCollectivesOutstanding(t *testing.T) {
 		})
 	}
 }
+
+// TestClosePendingRequests: Close waits for the rank's outstanding
+// independent requests (MPI makes closing with them outstanding erroneous;
+// a Go program that forgets one must not corrupt memory or another file):
+// they complete, and the file holds their bytes. Close closed the
+// descriptor under them: requests failed with "file already closed", and
+// the ones taking a byte-range lock used a descriptor number that another
+// open file might have had by then (a data race on the descriptor).
+func TestClosePendingRequests(t *testing.T) {
+	const k, size = 40, 50000
+	for _, cached := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			var h mpiio.Hints
+			if cached {
+				h = mpiio.Hints{"gompi_cache_dir": t.TempDir()}
+			}
+			runRanks(t, 2, func(c *mpi.Comm) error {
+				ctx := context.Background()
+				// Sieving writes lock their span: the lock paths run too.
+				f, err := mpiio.Open(ctx, c, path, mpiio.ModeCreate|mpiio.ModeRdwr, h)
+				if err != nil {
+					return err
+				}
+				var rs []*mpi.Request
+				for i := 0; i < k; i++ {
+					b := make([]byte, size)
+					for j := range b {
+						b[j] = byte(i + 1)
+					}
+					rs = append(rs, f.IwriteAt(b, int64((i*c.Size()+c.Rank())*size)))
+				}
+				if err := f.Close(); err != nil {
+					return err
+				}
+				for i, r := range rs {
+					if _, err := r.Wait(ctx); err != nil {
+						return fmt.Errorf("request %d: %v", i, err)
+					}
+				}
+				if _, err := f.WriteAt([]byte{1}, 0); !errors.Is(err, mpiio.ErrClosed) {
+					return fmt.Errorf("WriteAt after Close: %v, want ErrClosed", err)
+				}
+				return nil
+			})
+			b, err := os.ReadFile(path)
+			if err != nil || len(b) != 2*k*size {
+				t.Fatalf("file of %d bytes (%v), want %d", len(b), err, 2*k*size)
+			}
+			for o, x := range b {
+				if want := byte(o/size/2 + 1); x != want {
+					t.Fatalf("byte %d = %d, want %d", o, x, want)
+				}
+			}
+		})
+	}
+}

@@ -332,7 +332,7 @@ func (f *File) SeekShared(offset int64, whence int) (int64, error) {
 	<-prev
 	const op = "seek shared"
 	var lerr error
-	if f.closed {
+	if f.closed.Load() {
 		lerr = ErrClosed
 	}
 	v, verr := f.sharedView(op)
@@ -372,7 +372,7 @@ func (f *File) SeekShared(offset int64, whence int) (int64, error) {
 // (MPI_File_get_position_shared; independent: a claim of nothing).
 func (f *File) PositionShared() (int64, error) {
 	const op = "position shared"
-	if f.closed {
+	if f.closed.Load() {
 		return 0, f.err(op, -1, ErrClosed)
 	}
 	if _, err := f.sharedView(op); err != nil {

@@ -86,7 +86,7 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 	prev, done := f.turn() // after the collective accesses started before (collorder.go)
 	defer done()
 	<-prev
-	if f.closed {
+	if f.closed.Load() {
 		return f.err("set view", -1, ErrClosed)
 	}
 	v, verr := newView(disp, etype, filetype)
