@@ -174,7 +174,7 @@ type File struct {
 	// IwriteAt used the descriptor after it was closed).
 	closed atomic.Bool
 	ioMu   sync.RWMutex
-	noRead    bool // write-only descriptor: no read-modify-write
+	noRead bool // write-only descriptor: no read-modify-write
 	// created: this Open created the file, so a cache journal of its
 	// path is of a removed file (staleJournal).
 	created bool
