@@ -117,8 +117,9 @@ var (
 	ErrRemote = errors.New("failed on another rank")
 )
 
-// Error reports a failed operation: which, on what file, on which rank,
-// at which file offset (-1 when none applies), and why.
+// Error reports a failed operation: which, on what file, on which rank
+// (-1: none, as for Delete), at which file offset (-1 when none applies),
+// and why.
 type Error struct {
 	Op   string
 	Path string
@@ -128,6 +129,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Rank < 0 { // not a rank's operation (Delete)
+		return fmt.Sprintf("mpiio: %s %s: %v", e.Op, e.Path, e.Err)
+	}
 	if e.Off >= 0 {
 		return fmt.Sprintf("mpiio: %s %s: rank %d, offset %d: %v", e.Op, e.Path, e.Rank, e.Off, e.Err)
 	}
@@ -726,6 +730,10 @@ var testAgree func(op string, rank int)
 // Delete removes a file (not collective, as MPI_File_delete).
 func Delete(path string) error {
 	if err := os.Remove(path); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) { // the path once
+			err = pe.Err
+		}
 		return &Error{Op: "delete", Path: path, Rank: -1, Off: -1, Err: err}
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	mpi "github.com/gompi/gompi/runtime"
@@ -276,5 +277,44 @@ func TestClosePendingRequests(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDelete: Delete of a missing file is an *Error naming the file that
+// wraps os.ErrNotExist (ROMIO: MPI_ERR_NO_SUCH_FILE), and names no rank
+// (it is not collective; the message said "rank -1"); Delete of an open
+// file removes the name, and the open File still reads and writes, as
+// ROMIO's unlink.
+func TestDelete(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing")
+	err := mpiio.Delete(missing)
+	var e *mpiio.Error
+	if !errors.Is(err, os.ErrNotExist) || !errors.As(err, &e) || e.Path != missing ||
+		!strings.Contains(err.Error(), missing) || strings.Contains(err.Error(), "rank") {
+		t.Fatalf("Delete(missing) = %v; want an *Error naming %s (and no rank) wrapping os.ErrNotExist", err, missing)
+	}
+	path := filepath.Join(dir, "open")
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			if err := mpiio.Delete(path); err != nil {
+				return err
+			}
+		}
+		if _, err := f.WriteAtAll([]byte{byte('a' + c.Rank())}, int64(c.Rank())); err != nil {
+			return err
+		}
+		b := make([]byte, 2)
+		if n, err := f.ReadAtAll(b, 0); n != 2 || err != nil || string(b) != "ab" {
+			return fmt.Errorf("read of the deleted file: %d %q %v", n, b, err)
+		}
+		return f.Close()
+	})
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("deleted file still there: %v", err)
 	}
 }
