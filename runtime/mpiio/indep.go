@@ -106,10 +106,28 @@ func (f *File) checkOff(op string, off int64, v *view, n int) error {
 		// MPI accesses whole etypes; a part of one would split a value.
 		return f.err(op, off, fmt.Errorf("%w: %d bytes is not a whole number of %d-byte etypes", mpi.ErrArg, n, v.etype))
 	}
-	if off > maxOff/v.etype {
+	if off > maxOff/v.etype || !v.fits(off*v.etype, int64(n)) {
 		return f.err(op, off, fmt.Errorf("%w: offset %d overflows", mpi.ErrArg, off))
 	}
 	return nil
+}
+
+// fits reports whether the file offsets of stream bytes [pos, pos+n) fit
+// in an int64 (else they would wrap, to a small offset possibly).
+func (v *view) fits(pos, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	if pos > maxOff-n {
+		return false
+	}
+	last := pos + n - 1
+	if v.contiguous() {
+		return last <= maxOff-v.disp
+	}
+	// Tile t's data ends by disp + t*extent + lb + extent.
+	room := maxOff - v.disp - max(v.lb, 0) - v.extent
+	return room >= 0 && last/v.size <= room/v.extent
 }
 
 // sieve reports whether pieces are small and many enough to move through

@@ -204,7 +204,7 @@ func (f *File) ByteOffset(off int64) (int64, error) {
 		return 0, f.err("byte offset", -1, fmt.Errorf("%w: negative offset %d", mpi.ErrArg, off))
 	case v.size == 0:
 		return 0, f.err("byte offset", -1, fmt.Errorf("%w: the view's filetype holds no data", ErrView))
-	case off > maxOff/v.etype:
+	case off > maxOff/v.etype || !v.fits(off*v.etype, v.etype):
 		return 0, f.err("byte offset", -1, fmt.Errorf("%w: offset %d overflows", mpi.ErrArg, off))
 	}
 	return v.fileOff(off * v.etype), nil

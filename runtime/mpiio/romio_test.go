@@ -318,3 +318,43 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("deleted file still there: %v", err)
 	}
 }
+
+// TestOffsetOverflow: an access whose file offset does not fit in int64
+// (a view with a huge extent, read at a large etype offset) is an
+// mpi.ErrArg, on every path. The file offset wrapped: WriteAt of etype
+// 2^30 through tiles of 2^40 bytes wrote at byte 64 of the file.
+func TestOffsetOverflow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		ft, err := mpi.Resized(mpi.Int64, 0, 1<<40)
+		if err != nil {
+			return err
+		}
+		if err := f.SetView(0, mpi.Int64, ft); err != nil {
+			return err
+		}
+		b := make([]byte, 8)
+		for _, call := range []struct {
+			name string
+			fn   func() error
+		}{
+			{"WriteAt", func() error { _, err := f.WriteAt(b, 1<<30); return err }},
+			{"WriteAtAll", func() error { _, err := f.WriteAtAll(b, 1<<30); return err }},
+			{"ReadAt", func() error { _, err := f.ReadAt(b, 1<<30); return err }},
+			{"ByteOffset", func() error { _, err := f.ByteOffset(1 << 30); return err }},
+		} {
+			if err := call.fn(); !errors.Is(err, mpi.ErrArg) {
+				return fmt.Errorf("%s at etype 2^30 of 2^40-byte tiles: %v, want mpi.ErrArg", call.name, err)
+			}
+		}
+		if sz, err := f.Size(); sz != 0 || err != nil {
+			return fmt.Errorf("file of %d bytes (%v) after failed writes", sz, err)
+		}
+		return nil
+	})
+}
