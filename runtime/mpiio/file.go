@@ -245,7 +245,7 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	}
 	msg := ""
 	if err != nil {
-		msg = remoteMsg(err)
+		msg = remoteMsg(path, err)
 	}
 	if gerr := mpi.BcastValue(comm, &msg, r); gerr != nil && err == nil {
 		return &Error{Op: op, Path: path, Rank: comm.Rank(), Off: -1, Err: gerr}
@@ -284,9 +284,6 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	} else {
 		lerr = checkMode(mode)
 	}
-	// The same mode everywhere: max(mode) == -max(-mode), found in the
-	// agreement on the hints. Only when not are the modes gathered, to
-	// name a rank that differs.
 	// A rank's own failure is an *Error too (naming the file and rank).
 	wrap := func(err error) error {
 		var e *Error
@@ -295,6 +292,9 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return &Error{Op: "open", Path: path, Rank: rank, Off: -1, Err: err}
 	}
+	// The same mode everywhere: max(mode) == -max(-mode), found in the
+	// agreement on the hints. Only when not are the modes gathered, to
+	// name a rank that differs.
 	mm := []int64{int64(mode), -int64(mode)}
 	if err := agreeMax(comm, path, "open", wrap(lerr), mm); err != nil {
 		return nil, err

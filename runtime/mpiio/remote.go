@@ -3,6 +3,7 @@ package mpiio
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"syscall"
 
@@ -24,8 +25,10 @@ var remoteClasses = []error{
 }
 
 // remoteMsg encodes err for the other ranks: one byte of class (0: none,
-// i+1: remoteClasses[i]), then the message.
-func remoteMsg(err error) string {
+// i+1: remoteClasses[i]), then the message, without the *Error's own
+// "mpiio: op path: rank r" when it is of path (the others' *Error says
+// that already).
+func remoteMsg(path string, err error) string {
 	c := byte(0)
 	for i, k := range remoteClasses {
 		if errors.Is(err, k) {
@@ -33,7 +36,14 @@ func remoteMsg(err error) string {
 			break
 		}
 	}
-	return string([]byte{c}) + err.Error()
+	text := err.Error()
+	if e, ok := err.(*Error); ok && e.Path == path && e.Err != nil {
+		text = e.Err.Error()
+		if e.Off >= 0 {
+			text = fmt.Sprintf("offset %d: %s", e.Off, text)
+		}
+	}
+	return string([]byte{c}) + text
 }
 
 // remoteError is another rank's failure decoded from remoteMsg.

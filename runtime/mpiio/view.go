@@ -96,7 +96,7 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 	enc := []byte{0}
 	if verr != nil {
 		verr = f.err("set view", disp, verr)
-		enc = append([]byte{1}, remoteMsg(verr)...)
+		enc = append([]byte{1}, remoteMsg(f.path, verr)...)
 	} else {
 		enc = append(enc, v.marshal()...)
 	}
