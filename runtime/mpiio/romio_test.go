@@ -358,3 +358,61 @@ func TestOffsetOverflow(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFiletypeLowerBound: a filetype's lower bound does not move its data
+// (copy i of the type map is at disp + i*extent, as in ROMIO); what a view
+// needs is that a tile's data fits in one extent, so tiles never overlap.
+// Resized(Contiguous(4, Byte), lb 2, extent 8) was refused (data [0, 4)
+// "outside its bounds [2, 10)"); ROMIO writes it at disp+0..3, disp+8..11,
+// ... and get_byte_offset(5) is disp+9.
+func TestFiletypeLowerBound(t *testing.T) {
+	for _, coll := range []bool{true, false} {
+		t.Run(fmt.Sprintf("collective=%v", coll), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			runRanks(t, 1, func(c *mpi.Comm) error {
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, nil)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				ct, _ := mpi.Contiguous(4, mpi.Byte)
+				ft, err := mpi.Resized(ct, 2, 8)
+				if err != nil {
+					return err
+				}
+				if err := f.SetView(1, mpi.Byte, ft); err != nil {
+					return err
+				}
+				if coll {
+					_, err = f.WriteAtAll([]byte("abcdefghijkl"), 0)
+				} else {
+					_, err = f.WriteAt([]byte("abcdefghijkl"), 0)
+				}
+				if err != nil {
+					return err
+				}
+				if o, err := f.ByteOffset(5); o != 10 || err != nil {
+					return fmt.Errorf("ByteOffset(5) = %d, %v; want 10", o, err)
+				}
+				if p, err := f.Seek(0, mpiio.SeekEnd); p != 12 || err != nil {
+					return fmt.Errorf("Seek(0, SeekEnd) = %d, %v; want 12", p, err)
+				}
+				b := make([]byte, 12)
+				if n, err := f.ReadAtAll(b, 0); n != 12 || err != nil || string(b) != "abcdefghijkl" {
+					return fmt.Errorf("ReadAtAll: %d %q %v", n, b, err)
+				}
+				// Data wider than the extent would overlap the next tile.
+				c8, _ := mpi.Contiguous(8, mpi.Byte)
+				wide, _ := mpi.Resized(c8, 0, 4)
+				if err := f.SetView(0, mpi.Byte, wide); !errors.Is(err, mpiio.ErrView) {
+					return fmt.Errorf("SetView of 8 bytes of data in 4-byte tiles: %v, want ErrView", err)
+				}
+				return nil
+			})
+			want := "\x00abcd\x00\x00\x00\x00efgh\x00\x00\x00\x00ijkl"
+			if b, _ := os.ReadFile(path); string(b) != want {
+				t.Fatalf("file %q, want %q", b, want)
+			}
+		})
+	}
+}
