@@ -125,7 +125,8 @@ func parseHints(h Hints) (config, error) {
 			n, err = size(k, v, 1)
 			c.cbNodes = int(n)
 		case "cb_buffer_size":
-			c.cbBuffer, err = buffer(k, v, 4096)
+			// Any positive size, as ROMIO: small ones mean many rounds.
+			c.cbBuffer, err = buffer(k, v, 1)
 		case "romio_cb_write":
 			c.cbWrite, err = triv(k, v)
 		case "romio_cb_read":
@@ -137,9 +138,9 @@ func parseHints(h Hints) (config, error) {
 		case "romio_ds_write":
 			c.dsWrite, err = triv(k, v)
 		case "ind_rd_buffer_size":
-			c.indRdBuffer, err = buffer(k, v, 1024)
+			c.indRdBuffer, err = buffer(k, v, 1)
 		case "ind_wr_buffer_size":
-			c.indWrBuffer, err = buffer(k, v, 1024)
+			c.indWrBuffer, err = buffer(k, v, 1)
 		case "gompi_sync_write":
 			var t tri
 			t, err = triv(k, v)

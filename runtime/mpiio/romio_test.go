@@ -416,3 +416,44 @@ func TestFiletypeLowerBound(t *testing.T) {
 		})
 	}
 }
+
+// TestSmallBufferHints: buffer-size hints below a page are honoured, as
+// ROMIO honours them (test suites set cb_buffer_size to a few hundred
+// bytes to force many rounds): Open failed with a *HintError ("want an
+// integer >= 4096").
+func TestSmallBufferHints(t *testing.T) {
+	const n, blk, reps = 3, 100, 20
+	path := filepath.Join(t.TempDir(), "f")
+	h := mpiio.Hints{"cb_buffer_size": "256", "ind_rd_buffer_size": "64", "ind_wr_buffer_size": "64",
+		"romio_cb_write": "enable", "romio_cb_read": "enable"}
+	runRanks(t, n, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, h)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if got := f.Hints()["cb_buffer_size"]; got != "256" {
+			return fmt.Errorf("Hints()[cb_buffer_size] = %q, want 256", got)
+		}
+		v, _ := mpi.Vector(reps, blk, n*blk, mpi.Byte)
+		ft, _ := mpi.Resized(v, 0, n*blk*reps)
+		if err := f.SetView(int64(c.Rank()*blk), mpi.Byte, ft); err != nil {
+			return err
+		}
+		b := make([]byte, blk*reps)
+		for i := range b {
+			b[i] = byte(c.Rank()*61 + i*3 + 1)
+		}
+		if _, err := f.WriteAtAll(b, 0); err != nil {
+			return err
+		}
+		got := make([]byte, len(b))
+		if _, err := f.ReadAtAll(got, 0); err != nil || string(got) != string(b) {
+			return fmt.Errorf("collective read back: %v, equal %v", err, string(got) == string(b))
+		}
+		if _, err := f.ReadAt(got, 0); err != nil || string(got) != string(b) { // sieved through 64 bytes
+			return fmt.Errorf("independent read back: %v, equal %v", err, string(got) == string(b))
+		}
+		return nil
+	})
+}
