@@ -209,11 +209,11 @@ func (f *File) collectiveNow(write bool, buf []byte, off int64) (int, error) {
 	}
 	// End of file is this rank's own result (as in independentAll), not a
 	// failure of the call: the ranks that read their whole range succeed.
-	failed := err
+	ferr := err
 	if errors.Is(err, io.EOF) {
-		failed = nil
+		ferr = nil
 	}
-	if aerr := f.agree(op, f.err(op, -1, failed)); aerr != nil {
+	if aerr := f.agree(op, f.err(op, -1, ferr)); aerr != nil {
 		return n, aerr
 	}
 	return n, err
