@@ -257,7 +257,8 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 }
 
 // Open opens path on every rank of comm (collective). Every rank must pass
-// the same mode (checked); hints may differ per rank only in cache hints.
+// the same mode and the same collective-buffering hints (checked: a
+// *HintError); sieving and cache hints may differ per rank.
 // Exactly one of ModeRdonly, ModeWronly, ModeRdwr is required; ModeCreate
 // and ModeExcl need write access... as in MPI, ModeRdonly with ModeCreate
 // or ModeExcl is an error. ctx bounds the operations' waits for other
@@ -295,9 +296,19 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// The same mode everywhere: max(mode) == -max(-mode), found in the
 	// agreement on the hints. Only when not are the modes gathered, to
 	// name a rank that differs.
+	// The hints collective plans depend on likewise, in the same step.
 	mm := []int64{int64(mode), -int64(mode)}
+	for _, x := range cfg.planValues() {
+		mm = append(mm, x, -x)
+	}
 	if err := agreeMax(comm, path, "open", wrap(lerr), mm); err != nil {
 		return nil, err
+	}
+	for i, k := range planKeys {
+		// Every rank sees the same reduced values: all fail alike.
+		if hi, lo := mm[2+2*i], -mm[3+2*i]; hi != lo {
+			return fail(&HintError{k, hints[k], fmt.Errorf("%w: ranks passed different values (%s and %s; every rank must pass the same)", mpi.ErrArg, planValue(i, lo), planValue(i, hi))})
+		}
 	}
 	if mm[0] != -mm[1] {
 		modes, err := mpi.AllgatherValue(comm, int(mode))

@@ -170,6 +170,28 @@ func parseHints(h Hints) (config, error) {
 	return c, nil
 }
 
+// planKeys are the hints every rank computes collective calls' plans
+// from: they must be the same on every rank (checked at Open, as ROMIO
+// checks them: MPI_ERR_NOT_SAME), else ranks plan different exchanges.
+var planKeys = []string{"cb_nodes", "cb_buffer_size", "romio_cb_write", "romio_cb_read", "striping_unit"}
+
+// planValues are c's values of planKeys (defaults included, so a default
+// and its value given explicitly agree).
+func (c config) planValues() []int64 {
+	return []int64{int64(c.cbNodes), c.cbBuffer, int64(c.cbWrite), int64(c.cbRead), c.stripe}
+}
+
+// planValue formats value v of planKeys[i] for a message.
+func planValue(i int, v int64) string {
+	switch {
+	case planKeys[i] == "romio_cb_write" || planKeys[i] == "romio_cb_read":
+		return tri(v).String()
+	case v == 0:
+		return "default"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
 // effective lists the hints in force (MPI_File_get_info).
 func (c config) effective(naggs int) Hints {
 	h := Hints{

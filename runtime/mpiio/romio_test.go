@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	mpi "github.com/gompi/gompi/runtime"
 	"github.com/gompi/gompi/runtime/mpiio"
@@ -455,5 +456,58 @@ func TestSmallBufferHints(t *testing.T) {
 			return fmt.Errorf("independent read back: %v, equal %v", err, string(got) == string(b))
 		}
 		return nil
+	})
+}
+
+// TestCollectiveHintsDiffer: the hints every rank's plan of a collective
+// call is computed from (cb_nodes, cb_buffer_size, romio_cb_write,
+// romio_cb_read, striping_unit) must be the same on every rank; Open fails
+// on every rank with a *HintError naming the key otherwise, as ROMIO's
+// (MPI_ERR_NOT_SAME). Ranks computed different plans from them: the next
+// collective write hung until the context ended, or failed with "message
+// truncated".
+func TestCollectiveHintsDiffer(t *testing.T) {
+	for _, kv := range [][3]string{
+		{"cb_nodes", "1", "2"},
+		{"cb_buffer_size", "4096", "8192"},
+		{"romio_cb_write", "enable", "disable"},
+		{"romio_cb_read", "automatic", "enable"},
+		{"striping_unit", "512", "4096"},
+	} {
+		t.Run(kv[0], func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			runRanks(t, 3, func(c *mpi.Comm) error {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				v := kv[1]
+				if c.Rank() == 1 {
+					v = kv[2]
+				}
+				f, err := mpiio.Open(ctx, c, path, mpiio.ModeCreate|mpiio.ModeRdwr, mpiio.Hints{kv[0]: v})
+				var he *mpiio.HintError
+				if err == nil {
+					f.Close()
+					return fmt.Errorf("Open with %s=%s on rank 1 and %s elsewhere succeeded", kv[0], kv[2], kv[1])
+				}
+				if !errors.As(err, &he) || he.Key != kv[0] || !errors.Is(err, mpi.ErrArg) {
+					return fmt.Errorf("Open: %v; want a *HintError for %s wrapping mpi.ErrArg", err, kv[0])
+				}
+				return nil
+			})
+		})
+	}
+	// Hints a rank uses alone may differ, and a default equals its value
+	// given explicitly.
+	path := filepath.Join(t.TempDir(), "f")
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		h := mpiio.Hints{"ind_wr_buffer_size": fmt.Sprint(1000 * (c.Rank() + 1)), "romio_ds_read": []string{"enable", "disable"}[c.Rank()]}
+		if c.Rank() == 1 {
+			h["cb_buffer_size"] = "16777216"
+		}
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, h)
+		if err != nil {
+			return err
+		}
+		return f.Close()
 	})
 }
