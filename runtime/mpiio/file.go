@@ -405,7 +405,12 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// nc[1]: with ModeAppend, where the pointers start: the file's size
 	// as rank 0 sees it (after any journal replay), so every rank starts
 	// at the same place.
-	nc := []int64{0, 0}
+	// nc[2]: the alignment of collective plans, which every rank computes
+	// alike only from the same value: the file system's block size as
+	// statfs tells each host may differ (an NFS client reports its wsize,
+	// the exporting host its disk's block), so take the largest, a
+	// multiple of the others for the usual powers of two.
+	nc := []int64{0, 0, f.hints.stripe}
 	if f.cache != nil {
 		nc[0] = -1
 	}
@@ -422,6 +427,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		return nil, err
 	}
 	f.allCached = nc[0] == -1
+	f.hints.stripe = nc[2]
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
 	f.ptr = nc[1]
 	f.shared = newSharedPtr(ctx, spComm, nc[1])
@@ -451,6 +457,9 @@ func checkMode(m Mode) error {
 func (f *File) setup() error {
 	if f.hints.stripe == 0 {
 		f.hints.stripe = blockSize(f.fd)
+		if testBlockSize != nil {
+			f.hints.stripe = testBlockSize(f.rank)
+		}
 	}
 	if nodeLocalLocks(f.fd) {
 		// A sieving read-modify-write is only safe under a lock every
@@ -734,6 +743,10 @@ func (f *File) Close() error {
 	}
 	return err
 }
+
+// testBlockSize, when set (by tests), is rank r's file system block size
+// (statfs's), so that one process can play hosts that see different ones.
+var testBlockSize func(rank int) int64
 
 // testAgree, when set (by tests), runs as a rank enters an agreement.
 var testAgree func(op string, rank int)

@@ -511,3 +511,44 @@ func TestCollectiveHintsDiffer(t *testing.T) {
 		return f.Close()
 	})
 }
+
+// TestBlockSizeDiffersByHost: the file system's block size (statfs), the
+// default alignment of collective plans, may differ between hosts for one
+// file (an NFS client reports its wsize, the exporting host its disk's
+// block); the ranks agree on one at Open. Each planned with its own: the
+// collective write hung until the context ended, or failed.
+func TestBlockSizeDiffersByHost(t *testing.T) {
+	defer mpiio.SetTestBlockSize(func(r int) int64 { return []int64{4096, 1 << 20, 65536}[r] })()
+	path := filepath.Join(t.TempDir(), "f")
+	const blk, reps = 3000, 100
+	runRanks(t, 3, func(c *mpi.Comm) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		f, err := mpiio.Open(ctx, c, path, mpiio.ModeCreate|mpiio.ModeRdwr,
+			mpiio.Hints{"romio_cb_write": "enable", "romio_cb_read": "enable", "cb_nodes": "3", "cb_buffer_size": "65536"})
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		v, _ := mpi.Vector(reps, blk, 3*blk, mpi.Byte)
+		ft, _ := mpi.Resized(v, 0, 3*blk*reps)
+		if err := f.SetView(int64(c.Rank()*blk), mpi.Byte, ft); err != nil {
+			return err
+		}
+		b := make([]byte, 2*blk*reps)
+		for i := range b {
+			b[i] = byte(c.Rank()*7 + i*5 + 1)
+		}
+		if _, err := f.WriteAtAll(b, 0); err != nil {
+			return err
+		}
+		got := make([]byte, len(b))
+		if _, err := f.ReadAtAll(got, 0); err != nil || string(got) != string(b) {
+			return fmt.Errorf("read back: %v, equal %v", err, string(got) == string(b))
+		}
+		if su := f.Hints()["striping_unit"]; su != "1048576" {
+			return fmt.Errorf("striping_unit %s, want the largest block size 1048576", su)
+		}
+		return nil
+	})
+}
