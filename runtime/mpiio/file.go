@@ -172,6 +172,9 @@ type File struct {
 	// allCached: every rank has a cache, so collective writes cache each
 	// rank's pieces on its own host (see cachedLocal).
 	allCached bool
+	// anyCached: some rank has a cache, whose writes collective reads
+	// must drain first (the data may be read by another aggregator).
+	anyCached bool
 	// closed: Close has run. ioMu is held shared by every data access
 	// and Size for their duration, and exclusively by Close while it
 	// tears down: Close waits for outstanding requests (a pending
@@ -410,9 +413,10 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// statfs tells each host may differ (an NFS client reports its wsize,
 	// the exporting host its disk's block), so take the largest, a
 	// multiple of the others for the usual powers of two.
-	nc := []int64{0, 0, f.hints.stripe}
+	// nc[3]: 1 when some rank has a cache.
+	nc := []int64{0, 0, f.hints.stripe, 0}
 	if f.cache != nil {
-		nc[0] = -1
+		nc[0], nc[3] = -1, 1
 	}
 	if lerr == nil && rank == 0 && mode&ModeAppend != 0 {
 		nc[1], lerr = f.Size()
@@ -426,7 +430,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return nil, err
 	}
-	f.allCached = nc[0] == -1
+	f.allCached, f.anyCached = nc[0] == -1, nc[3] == 1
 	f.hints.stripe = nc[2]
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
 	f.ptr = nc[1]

@@ -131,10 +131,17 @@ func (f *File) collectiveNow(write bool, buf []byte, off int64) (int, error) {
 	if bad {
 		return 0, f.agree(op, lerr)
 	}
-	if !write && f.allCached {
-		// Every rank's cached writes (each rank caches its own pieces)
-		// reach the file before anyone reads it.
-		if err := f.agree(op, f.err(op, -1, f.cache.drain())); err != nil {
+	if !write && f.anyCached {
+		// Every rank's cached writes (each rank caches its own pieces, or
+		// an aggregator its domain's) reach the file before anyone reads
+		// it: an aggregator reads for other ranks. With caches on some
+		// ranks only, a rank's collective read missed its own cached
+		// writes in other aggregators' domains.
+		var err error
+		if f.cache != nil {
+			err = f.cache.drain()
+		}
+		if err := f.agree(op, f.err(op, -1, err)); err != nil {
 			return 0, err
 		}
 	}
