@@ -463,9 +463,9 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			ioWG[r%2].Wait() // round r-2's write is done with this buffer
 			if len(ar.runs) > 0 {
 				w := b[:ar.hi-ar.lo]
-				// Not with local caching: the holes are other ranks' bytes,
+				// Not with a cache: the holes may be other ranks' bytes,
 				// still in their caches.
-				sv := sieved(ar.runs) && !f.noRead && local == nil
+				sv := sieved(ar.runs) && !f.noRead && f.cache == nil
 				if sv {
 					// Fill the holes with the file's bytes first.
 					slo, shi := ar.runs[0].off, ar.runs[len(ar.runs)-1].off+ar.runs[len(ar.runs)-1].len
@@ -538,9 +538,25 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 				if sv {
 					rs = []piece{{off: rs[0].off, len: rs[len(rs)-1].off + rs[len(rs)-1].len - rs[0].off}}
 				}
+				// With a cache, only this rank's own pieces are cached (after
+				// its earlier cached writes); other ranks' are written to the
+				// file: cached here, they were invisible to their writer's
+				// later reads, which drain only the writer's own cache.
+				var own []piece
+				if f.cache != nil {
+					var others []piece
+					for s, ps := range ar.from {
+						if s == me {
+							own = append(own, ps...)
+						} else {
+							others = append(others, ps...)
+						}
+					}
+					own, rs = runs(own), runs(others)
+				}
 				wrote = true
 				ioWG[r%2].Add(1)
-				go func(w []byte, lo int64, rs []piece) {
+				go func(w []byte, lo int64, rs, own []piece) {
 					defer ioWG[r%2].Done()
 					fail := func(off int64, err error) {
 						ioMu.Lock()
@@ -555,22 +571,23 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 						}
 						return
 					}
+					for _, x := range own {
+						if err := f.cache.put(x.off, w[x.off-lo:x.off-lo+x.len]); err != nil {
+							fail(x.off, err)
+							return
+						}
+					}
 					for _, x := range rs {
-						var err error
-						if f.cache != nil {
-							err = f.cache.put(x.off, w[x.off-lo:x.off-lo+x.len])
-						} else {
-							_, err = pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
-							if err == nil && f.hints.syncWrite {
-								_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
-							}
+						_, err := pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
+						if err == nil && f.hints.syncWrite {
+							_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
 						}
 						if err != nil {
 							fail(x.off, err)
 							return
 						}
 					}
-				}(w, ar.lo, rs)
+				}(w, ar.lo, rs, own)
 			}
 		}
 		if prevSends != nil {
