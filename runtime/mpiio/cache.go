@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -592,6 +593,30 @@ func (c *cache) drain() error {
 	c.dataEnd = 0
 	c.maxEnd = 0
 	return nil
+}
+
+// pending reports whether an acknowledged extent not yet flushed (or
+// being flushed) has bytes in one of rs (sorted, disjoint runs).
+func (c *cache) pending(rs []piece) bool {
+	if len(rs) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hit := errors.New("hit")
+	for i := range c.queue {
+		err := c.queue[i].Each(func(off, _, l int64) error {
+			k := sort.Search(len(rs), func(k int) bool { return rs[k].off+rs[k].len > off })
+			if k < len(rs) && rs[k].off < off+l {
+				return hit
+			}
+			return nil
+		})
+		if err == hit {
+			return true
+		}
+	}
+	return false
 }
 
 // size is the file size as readers of this rank will see it after a drain.

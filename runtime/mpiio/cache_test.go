@@ -784,3 +784,39 @@ func TestCacheCollectiveWriteOwnRead(t *testing.T) {
 		})
 	}
 }
+
+// TestCacheEarlierWriteBeforeTravellingPieces: a rank's cached write, then
+// its collective write of the same bytes whose pieces go to another
+// host's aggregator: the file ends with the later bytes (one file
+// handle's accesses are sequentially consistent). The earlier extent
+// waited in the rank's cache and was flushed after (over) the aggregator's
+// write of the later one.
+func TestCacheEarlierWriteBeforeTravellingPieces(t *testing.T) {
+	defer mpiio.SetTestHosts(func(r int) string { return []string{"a", "b"}[r] })()
+	path := filepath.Join(t.TempDir(), "f")
+	cdir := t.TempDir()
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr,
+			mpiio.Hints{"romio_cb_write": "enable", "cb_nodes": "2", "striping_unit": "4096",
+				"gompi_cache_dir": cdir, "gompi_cache_flush_delay": "1h"})
+		if err != nil {
+			return err
+		}
+		var b []byte
+		if c.Rank() == 0 {
+			// [4096, 8192) is rank 1's (host b's) domain below.
+			if _, err := f.WriteAt(bytes.Repeat([]byte{'o'}, 4096), 4096); err != nil {
+				return err
+			}
+			b = bytes.Repeat([]byte{'x'}, 8192)
+		}
+		if _, err := f.WriteAtAll(b, 0); err != nil {
+			return err
+		}
+		return f.Close()
+	})
+	got, _ := os.ReadFile(path)
+	if len(got) != 8192 || bytes.Count(got, []byte{'x'}) != 8192 {
+		t.Fatalf("file of %d bytes, %d of them the later write's (%d the earlier's)", len(got), bytes.Count(got, []byte{'x'}), bytes.Count(got, []byte{'o'}))
+	}
+}

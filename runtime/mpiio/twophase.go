@@ -412,6 +412,22 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			firstErr = err
 		}
 	}
+	if f.cache != nil && !(f.allCached && f.oneHost) {
+		// This rank's pieces that go to another rank's aggregator reach
+		// the file by that rank, not through this rank's cache: the
+		// cache's earlier extents of the same bytes must be on the file
+		// first, or their flush would land over the newer bytes.
+		var ps []piece
+		for ai, a := range f.aggs {
+			if a != me && f.viaAgg(me, ai) {
+				lo, hi := p.domain(ai)
+				ps = collect(p.views[me], p.pos[me], p.n[me], lo, hi, ps)
+			}
+		}
+		if f.cache.pending(runs(ps)) {
+			keep(f.err("write all", -1, f.cache.drain()))
+		}
+	}
 	var local chan error
 	if f.allCached {
 		if f.oneHost { // nothing travels
