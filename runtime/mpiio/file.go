@@ -175,6 +175,9 @@ type File struct {
 	// anyCached: some rank has a cache, whose writes collective reads
 	// must drain first (the data may be read by another aggregator).
 	anyCached bool
+	// anySieve: some rank may sieve independent writes (read-modify-write
+	// of a span under a lock), so every rank's writes of pieces lock them.
+	anySieve bool
 	// closed: Close has run. ioMu is held shared by every data access
 	// and Size for their duration, and exclusively by Close while it
 	// tears down: Close waits for outstanding requests (a pending
@@ -413,10 +416,14 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// statfs tells each host may differ (an NFS client reports its wsize,
 	// the exporting host its disk's block), so take the largest, a
 	// multiple of the others for the usual powers of two.
-	// nc[3]: 1 when some rank has a cache.
-	nc := []int64{0, 0, f.hints.stripe, 0}
+	// nc[3]: 1 when some rank has a cache; nc[4]: 1 when some rank may
+	// sieve independent writes.
+	nc := []int64{0, 0, f.hints.stripe, 0, 0}
 	if f.cache != nil {
 		nc[0], nc[3] = -1, 1
+	}
+	if f.hints.dsWrite != disable {
+		nc[4] = 1
 	}
 	if lerr == nil && rank == 0 && mode&ModeAppend != 0 {
 		nc[1], lerr = f.Size()
@@ -430,7 +437,10 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return nil, err
 	}
-	f.allCached, f.anyCached = nc[0] == -1, nc[3] == 1
+	f.allCached, f.anyCached, f.anySieve = nc[0] == -1, nc[3] == 1, nc[4] == 1
+	if f.cache != nil {
+		f.cache.lock.Store(f.anySieve)
+	}
 	f.hints.stripe = nc[2]
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
 	f.ptr = nc[1]

@@ -338,8 +338,8 @@ func (f *File) writeUsing(v *view, atomic, hold bool, buf []byte, off int64) (in
 	}
 	// Another rank's sieving read-modify-write may span these bytes: it
 	// holds a lock on its span, so take one on each piece (unless sieving
-	// is off, or atomic mode holds the whole span already).
-	lockPieces := !locked && f.hints.dsWrite != disable
+	// is off on every rank, or atomic mode holds the whole span already).
+	lockPieces := !locked && f.anySieve
 	for _, p := range ps {
 		var unlock func()
 		if lockPieces {
