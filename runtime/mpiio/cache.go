@@ -9,9 +9,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gompi/gompi/runtime/cow"
@@ -36,6 +38,11 @@ type cache struct {
 	// nothing the cache promises, and costs a fifth of a cached write.
 	noCRC bool
 	delay time.Duration // test knob: pause before each flush, cut short by a drain
+	// lock: some rank may sieve independent writes (a read-modify-write
+	// of a span under a byte-range lock, which may hold bytes of this
+	// cache's extents): flushes take the same lock on their span, or the
+	// sieve wrote back the bytes it read before the flush over them.
+	lock atomic.Bool
 	// snapMin > 0: a write of at least snapMin bytes from private memory
 	// is written by a copy-on-write snapshot writer (gompi_cache_snapshot).
 	snapMin int64
@@ -293,7 +300,17 @@ func (c *cache) putv(ps []piece, buf []byte, hold bool) error {
 		return err
 	}
 	for _, p := range ps {
-		if _, err := pwriteFull(c.target, buf[p.buf:p.buf+p.len], p.off); err != nil {
+		var unlock func()
+		if c.lock.Load() { // as flushOne
+			if unlock, err = lockRange(c.target, unix.F_WRLCK, p.off, p.off+p.len); err != nil {
+				return err
+			}
+		}
+		_, err := pwriteFull(c.target, buf[p.buf:p.buf+p.len], p.off)
+		if unlock != nil {
+			unlock()
+		}
+		if err != nil {
 			return fmt.Errorf("write of %d bytes, larger than the cache %s, to the file: %w", total(ps), c.dataPath, err)
 		}
 	}
@@ -537,6 +554,20 @@ func (c *cache) flushOne(e journal.Extent, buf *[]byte) error {
 	if int64(len(*buf)) != c.flushChunk {
 		*buf = make([]byte, c.flushChunk)
 	}
+	if c.lock.Load() {
+		lo, hi := maxOff, int64(0)
+		e.Each(func(off, _, l int64) error {
+			lo, hi = min(lo, off), max(hi, off+l)
+			return nil
+		})
+		if lo < hi {
+			unlock, err := lockRange(c.target, unix.F_WRLCK, lo, hi)
+			if err != nil {
+				return err
+			}
+			defer unlock()
+		}
+	}
 	return journal.Copy(c.target, c.data, &e, *buf)
 }
 
@@ -592,6 +623,30 @@ func (c *cache) drain() error {
 	c.dataEnd = 0
 	c.maxEnd = 0
 	return nil
+}
+
+// pending reports whether an acknowledged extent not yet flushed (or
+// being flushed) has bytes in one of rs (sorted, disjoint runs).
+func (c *cache) pending(rs []piece) bool {
+	if len(rs) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hit := errors.New("hit")
+	for i := range c.queue {
+		err := c.queue[i].Each(func(off, _, l int64) error {
+			k := sort.Search(len(rs), func(k int) bool { return rs[k].off+rs[k].len > off })
+			if k < len(rs) && rs[k].off < off+l {
+				return hit
+			}
+			return nil
+		})
+		if err == hit {
+			return true
+		}
+	}
+	return false
 }
 
 // size is the file size as readers of this rank will see it after a drain.

@@ -257,9 +257,10 @@ func TestCacheReadBack(t *testing.T) {
 }
 
 // With a cache on every rank, each rank caches its own pieces of its
-// host's domains, and only pieces of other hosts' domains travel: no
-// file-system block has cached bytes from two hosts (ranks 0,1 play host
-// a, ranks 2,3 host b), and the file is right after Close.
+// host's domains, and only pieces of other hosts' domains travel (their
+// aggregator writes them to the file): no file-system block has cached
+// bytes from two hosts (ranks 0,1 play host a, ranks 2,3 host b), and the
+// file is right after Close.
 func TestCacheLocalPiecesTwoHosts(t *testing.T) {
 	restore := mpiio.SetTestHosts(func(rank int) string { return []string{"a", "a", "b", "b"}[rank] })
 	defer restore()
@@ -324,8 +325,28 @@ func TestCacheLocalPiecesTwoHosts(t *testing.T) {
 					}
 				}
 			}
-			if len(host) != (4*rec*n+bs-1)/bs {
-				return fmt.Errorf("cached blocks %d, want %d", len(host), (4*rec*n+bs-1)/bs)
+			// Pieces that travelled to another host's aggregator are
+			// written to the file by it (cached there, they were invisible
+			// to their writer's reads): every other block is in the file
+			// already.
+			file, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			through := 0
+			for b := int64(0); b < (4*rec*n+bs-1)/bs; b++ {
+				if _, ok := host[b]; ok {
+					continue
+				}
+				through++
+				for o := b * bs; o < min((b+1)*bs, 4*rec*n); o++ {
+					if want := byte(o/rec%4*50 + o/(4*rec)); o >= int64(len(file)) || file[o] != want {
+						return fmt.Errorf("block %d is neither cached nor in the file (byte %d)", b, o)
+					}
+				}
+			}
+			if through == 0 {
+				return fmt.Errorf("no block written through: no piece travelled?")
 			}
 		}
 		if err := c.Barrier(); err != nil { // no Close (which flushes) before the check
@@ -623,6 +644,10 @@ func TestCacheJournalOfRemovedFile(t *testing.T) {
 		{"orphan", mpiio.ModeCreate | mpiio.ModeRdwr, false, 1},
 		{"exists", mpiio.ModeCreate | mpiio.ModeRdwr, true, 0},
 		{"exists-orphan", mpiio.ModeRdwr, true, 1},
+		// ModeExcl without ModeCreate opens an existing file (as ROMIO's
+		// open(2) with O_EXCL alone): it created nothing, so the journal
+		// is of this file. It was taken for a new file's stale journal.
+		{"exists-excl-without-create", mpiio.ModeExcl | mpiio.ModeRdwr, true, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -665,5 +690,133 @@ func TestCacheJournalOfRemovedFile(t *testing.T) {
 				t.Fatalf("journal not kept: %v", err)
 			}
 		})
+	}
+}
+
+// TestCacheOnSomeRanksOwnRead: cache hints may differ per rank; a rank's
+// collective read still sees its own cached writes (MPI: one process's
+// accesses through one file handle are sequentially consistent), also
+// where another rank aggregates the read. Collective reads drained the
+// caches only when every rank had one: rank 0's write of [0, 8192),
+// cached, read back 4096 bytes of EOF from rank 1's domain.
+func TestCacheOnSomeRanksOwnRead(t *testing.T) {
+	for _, cb := range []string{"enable", "automatic"} {
+		t.Run("romio_cb_read="+cb, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f")
+			cdir := t.TempDir()
+			runRanks(t, 2, func(c *mpi.Comm) error {
+				h := mpiio.Hints{"romio_cb_read": cb, "cb_nodes": "2", "striping_unit": "4096"}
+				if c.Rank() == 0 {
+					// The flusher waits: only a drain moves the bytes.
+					h["gompi_cache_dir"], h["gompi_cache_flush_delay"] = cdir, "5s"
+				}
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, h)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				var b []byte
+				if c.Rank() == 0 {
+					b = bytes.Repeat([]byte{'x'}, 8192)
+					if _, err := f.WriteAt(b, 0); err != nil {
+						return err
+					}
+				}
+				got := make([]byte, len(b))
+				if n, err := f.ReadAtAll(got, 0); n != len(b) || err != nil || !bytes.Equal(got, b) {
+					return fmt.Errorf("collective read of its own cached write: %d bytes, %v, %d of them right",
+						n, err, bytes.Count(got, []byte{'x'}))
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestCacheCollectiveWriteOwnRead: a rank's independent read after its
+// collective write sees what it wrote (MPI: one file handle's accesses are
+// sequentially consistent), also where its pieces went to another rank's
+// aggregator. Aggregators cached the pieces they received, where only
+// their own drain moves them: rank 0's ReadAt of its [0, 8192) found
+// 4096 bytes and EOF, with a cache on every rank of two hosts and with
+// caches on some ranks.
+func TestCacheCollectiveWriteOwnRead(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		twoHosts bool
+		cached   []bool // per rank
+	}{
+		{"one host, rank 1 cached", false, []bool{false, true}},
+		{"two hosts, all cached", true, []bool{true, true}},
+		{"two hosts, rank 1 cached", true, []bool{false, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.twoHosts {
+				defer mpiio.SetTestHosts(func(r int) string { return []string{"a", "b"}[r] })()
+			}
+			path := filepath.Join(t.TempDir(), "f")
+			cdir := t.TempDir()
+			runRanks(t, 2, func(c *mpi.Comm) error {
+				h := mpiio.Hints{"romio_cb_write": "enable", "cb_nodes": "2", "striping_unit": "4096"}
+				if tc.cached[c.Rank()] {
+					// The flusher waits: only a drain moves the bytes.
+					h["gompi_cache_dir"], h["gompi_cache_flush_delay"] = cdir, "1h"
+				}
+				f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr, h)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				var b []byte
+				if c.Rank() == 0 { // over both aggregators' domains
+					b = bytes.Repeat([]byte{'x'}, 8192)
+				}
+				if _, err := f.WriteAtAll(b, 0); err != nil {
+					return err
+				}
+				got := make([]byte, len(b))
+				if n, err := f.ReadAt(got, 0); n != len(b) || err != nil || !bytes.Equal(got, b) {
+					return fmt.Errorf("independent read of its own collective write: %d bytes, %v, %d of them right",
+						n, err, bytes.Count(got, []byte{'x'}))
+				}
+				return nil
+			})
+		})
+	}
+}
+
+// TestCacheEarlierWriteBeforeTravellingPieces: a rank's cached write, then
+// its collective write of the same bytes whose pieces go to another
+// host's aggregator: the file ends with the later bytes (one file
+// handle's accesses are sequentially consistent). The earlier extent
+// waited in the rank's cache and was flushed after (over) the aggregator's
+// write of the later one.
+func TestCacheEarlierWriteBeforeTravellingPieces(t *testing.T) {
+	defer mpiio.SetTestHosts(func(r int) string { return []string{"a", "b"}[r] })()
+	path := filepath.Join(t.TempDir(), "f")
+	cdir := t.TempDir()
+	runRanks(t, 2, func(c *mpi.Comm) error {
+		f, err := mpiio.Open(context.Background(), c, path, mpiio.ModeCreate|mpiio.ModeRdwr,
+			mpiio.Hints{"romio_cb_write": "enable", "cb_nodes": "2", "striping_unit": "4096",
+				"gompi_cache_dir": cdir, "gompi_cache_flush_delay": "1h"})
+		if err != nil {
+			return err
+		}
+		var b []byte
+		if c.Rank() == 0 {
+			// [4096, 8192) is rank 1's (host b's) domain below.
+			if _, err := f.WriteAt(bytes.Repeat([]byte{'o'}, 4096), 4096); err != nil {
+				return err
+			}
+			b = bytes.Repeat([]byte{'x'}, 8192)
+		}
+		if _, err := f.WriteAtAll(b, 0); err != nil {
+			return err
+		}
+		return f.Close()
+	})
+	got, _ := os.ReadFile(path)
+	if len(got) != 8192 || bytes.Count(got, []byte{'x'}) != 8192 {
+		t.Fatalf("file of %d bytes, %d of them the later write's (%d the earlier's)", len(got), bytes.Count(got, []byte{'x'}), bytes.Count(got, []byte{'o'}))
 	}
 }

@@ -90,3 +90,10 @@ func SharedServing(f *File) bool {
 		return true
 	}
 }
+
+// SetTestBlockSize makes rank r's file system block size (statfs's)
+// size(r), so that one process can play hosts that see different ones.
+func SetTestBlockSize(size func(rank int) int64) (restore func()) {
+	testBlockSize = size
+	return func() { testBlockSize = nil }
+}

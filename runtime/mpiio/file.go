@@ -58,6 +58,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -75,6 +76,16 @@ const (
 	ModeExcl                    // with ModeCreate: fail if it exists
 	// ModeDeleteOnClose removes the file when the last rank closes it.
 	ModeDeleteOnClose
+	// ModeUniqueOpen promises that no other program opens the file at
+	// the same time (MPI_MODE_UNIQUE_OPEN). Accepted; nothing here
+	// depends on other openers, so it changes nothing.
+	ModeUniqueOpen
+	// ModeAppend starts both file pointers at the end of the file
+	// (MPI_MODE_APPEND), in bytes of the default view; SetView resets
+	// them to 0, as always. Writes at explicit offsets go where they say.
+	ModeAppend
+
+	modeAll = ModeAppend<<1 - 1
 )
 
 func (m Mode) String() string {
@@ -82,12 +93,12 @@ func (m Mode) String() string {
 	for _, f := range []struct {
 		m Mode
 		s string
-	}{{ModeRdonly, "rdonly"}, {ModeWronly, "wronly"}, {ModeRdwr, "rdwr"}, {ModeCreate, "create"}, {ModeExcl, "excl"}, {ModeDeleteOnClose, "delete_on_close"}} {
+	}{{ModeRdonly, "rdonly"}, {ModeWronly, "wronly"}, {ModeRdwr, "rdwr"}, {ModeCreate, "create"}, {ModeExcl, "excl"}, {ModeDeleteOnClose, "delete_on_close"}, {ModeUniqueOpen, "unique_open"}, {ModeAppend, "append"}} {
 		if m&f.m != 0 {
 			parts = append(parts, f.s)
 		}
 	}
-	if rest := m &^ (ModeDeleteOnClose<<1 - 1); rest != 0 {
+	if rest := m &^ modeAll; rest != 0 {
 		parts = append(parts, fmt.Sprintf("%#x", int(rest)))
 	}
 	return strings.Join(parts, "|")
@@ -106,8 +117,9 @@ var (
 	ErrRemote = errors.New("failed on another rank")
 )
 
-// Error reports a failed operation: which, on what file, on which rank,
-// at which file offset (-1 when none applies), and why.
+// Error reports a failed operation: which, on what file, on which rank
+// (-1: none, as for Delete), at which file offset (-1 when none applies),
+// and why.
 type Error struct {
 	Op   string
 	Path string
@@ -117,6 +129,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Rank < 0 { // not a rank's operation (Delete)
+		return fmt.Sprintf("mpiio: %s %s: %v", e.Op, e.Path, e.Err)
+	}
 	if e.Off >= 0 {
 		return fmt.Sprintf("mpiio: %s %s: rank %d, offset %d: %v", e.Op, e.Path, e.Rank, e.Off, e.Err)
 	}
@@ -157,14 +172,30 @@ type File struct {
 	// allCached: every rank has a cache, so collective writes cache each
 	// rank's pieces on its own host (see cachedLocal).
 	allCached bool
-	closed    bool
-	noRead    bool // write-only descriptor: no read-modify-write
+	// anyCached: some rank has a cache, whose writes collective reads
+	// must drain first (the data may be read by another aggregator).
+	anyCached bool
+	// anySieve: some rank may sieve independent writes (read-modify-write
+	// of a span under a lock), so every rank's writes of pieces lock them.
+	anySieve bool
+	// closed: Close has run. ioMu is held shared by every data access
+	// and Size for their duration, and exclusively by Close while it
+	// tears down: Close waits for outstanding requests (a pending
+	// IwriteAt used the descriptor after it was closed).
+	closed atomic.Bool
+	ioMu   sync.RWMutex
+	noRead bool // write-only descriptor: no read-modify-write
 	// created: this Open created the file, so a cache journal of its
 	// path is of a removed file (staleJournal).
 	created bool
 
 	bufMu sync.Mutex
 	cbufs [2][]byte // an aggregator's round buffers
+
+	// collTail is closed when the last collective access started is done
+	// (collorder.go); nil before the first.
+	collMu   sync.Mutex
+	collTail chan struct{}
 }
 
 func (f *File) err(op string, off int64, err error) error {
@@ -180,7 +211,8 @@ func (f *File) err(op string, off int64, err error) error {
 
 // agree is the collective end of an operation: every rank learns whether
 // any rank failed. A rank that failed gets its own error; the others an
-// *Error naming the first failed rank and wrapping ErrRemote.
+// *Error naming the first failed rank and wrapping ErrRemote and the
+// failed rank's error class (remote.go).
 func (f *File) agree(op string, err error) error {
 	return agree(f.comm, f.path, op, err)
 }
@@ -219,7 +251,7 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	}
 	msg := ""
 	if err != nil {
-		msg = err.Error()
+		msg = remoteMsg(path, err)
 	}
 	if gerr := mpi.BcastValue(comm, &msg, r); gerr != nil && err == nil {
 		return &Error{Op: op, Path: path, Rank: comm.Rank(), Off: -1, Err: gerr}
@@ -227,11 +259,12 @@ func agreeMax(comm *mpi.Comm, path, op string, err error, vals []int64) error {
 	if err != nil {
 		return err
 	}
-	return &Error{Op: op, Path: path, Rank: r, Off: -1, Err: fmt.Errorf("%w: %s", ErrRemote, msg)}
+	return &Error{Op: op, Path: path, Rank: r, Off: -1, Err: newRemoteError(msg)}
 }
 
 // Open opens path on every rank of comm (collective). Every rank must pass
-// the same mode (checked); hints may differ per rank only in cache hints.
+// the same mode and the same collective-buffering hints (checked: a
+// *HintError); sieving and cache hints may differ per rank.
 // Exactly one of ModeRdonly, ModeWronly, ModeRdwr is required; ModeCreate
 // and ModeExcl need write access... as in MPI, ModeRdonly with ModeCreate
 // or ModeExcl is an error. ctx bounds the operations' waits for other
@@ -258,12 +291,30 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	} else {
 		lerr = checkMode(mode)
 	}
+	// A rank's own failure is an *Error too (naming the file and rank).
+	wrap := func(err error) error {
+		var e *Error
+		if err == nil || errors.As(err, &e) {
+			return err
+		}
+		return &Error{Op: "open", Path: path, Rank: rank, Off: -1, Err: err}
+	}
 	// The same mode everywhere: max(mode) == -max(-mode), found in the
 	// agreement on the hints. Only when not are the modes gathered, to
 	// name a rank that differs.
+	// The hints collective plans depend on likewise, in the same step.
 	mm := []int64{int64(mode), -int64(mode)}
-	if err := agreeMax(comm, path, "open", lerr, mm); err != nil {
+	for _, x := range cfg.planValues() {
+		mm = append(mm, x, -x)
+	}
+	if err := agreeMax(comm, path, "open", wrap(lerr), mm); err != nil {
 		return nil, err
+	}
+	for i, k := range planKeys {
+		// Every rank sees the same reduced values: all fail alike.
+		if hi, lo := mm[2+2*i], -mm[3+2*i]; hi != lo {
+			return fail(&HintError{k, hints[k], fmt.Errorf("%w: ranks passed different values (%s and %s; every rank must pass the same)", mpi.ErrArg, planValue(i, lo), planValue(i, hi))})
+		}
 	}
 	if mm[0] != -mm[1] {
 		modes, err := mpi.AllgatherValue(comm, int(mode))
@@ -275,7 +326,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 				lerr = fmt.Errorf("%w: rank %d opened with %v, rank %d with %v", ErrMode, r, Mode(m), rank, mode)
 			}
 		}
-		if err := agree(comm, path, "open", lerr); err != nil {
+		if err := agree(comm, path, "open", wrap(lerr)); err != nil {
 			return nil, err
 		}
 	}
@@ -320,7 +371,9 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 			}
 		} else {
 			f.fd, lerr = os.OpenFile(path, cflags, 0o666)
-			f.created = lerr == nil && mode&ModeExcl != 0
+			// O_EXCL creates nothing without O_CREAT (it then opens an
+			// existing file, as ROMIO's open does).
+			f.created = lerr == nil && mode&ModeExcl != 0 && mode&ModeCreate != 0
 		}
 		if errors.Is(lerr, os.ErrPermission) && mode&ModeWronly != 0 {
 			f.fd, lerr = os.OpenFile(path, cflags&^os.O_RDWR|os.O_WRONLY, 0o666)
@@ -331,7 +384,7 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	if f.created {
 		cr[0] = 1
 	}
-	if err := agreeMax(f.comm, path, "open", lerr, cr); err != nil {
+	if err := agreeMax(f.comm, path, "open", wrap(lerr), cr); err != nil {
 		if f.fd != nil {
 			f.fd.Close()
 		}
@@ -355,11 +408,27 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 	// Cache hints may differ per rank; collective writes cache on the
 	// ranks themselves only when every rank has a cache: max(-cached) is
 	// -1, agreed with the errors.
-	nc := []int64{0}
+	// nc[1]: with ModeAppend, where the pointers start: the file's size
+	// as rank 0 sees it (after any journal replay), so every rank starts
+	// at the same place.
+	// nc[2]: the alignment of collective plans, which every rank computes
+	// alike only from the same value: the file system's block size as
+	// statfs tells each host may differ (an NFS client reports its wsize,
+	// the exporting host its disk's block), so take the largest, a
+	// multiple of the others for the usual powers of two.
+	// nc[3]: 1 when some rank has a cache; nc[4]: 1 when some rank may
+	// sieve independent writes.
+	nc := []int64{0, 0, f.hints.stripe, 0, 0}
 	if f.cache != nil {
-		nc[0] = -1
+		nc[0], nc[3] = -1, 1
 	}
-	if err := agreeMax(f.comm, path, "open", lerr, nc); err != nil {
+	if f.hints.dsWrite != disable {
+		nc[4] = 1
+	}
+	if lerr == nil && rank == 0 && mode&ModeAppend != 0 {
+		nc[1], lerr = f.Size()
+	}
+	if err := agreeMax(f.comm, path, "open", wrap(lerr), nc); err != nil {
 		if f.fd != nil {
 			f.fd.Close()
 		}
@@ -368,9 +437,14 @@ func Open(ctx context.Context, comm *mpi.Comm, path string, mode Mode, hints Hin
 		}
 		return nil, err
 	}
-	f.allCached = nc[0] == -1
+	f.allCached, f.anyCached, f.anySieve = nc[0] == -1, nc[3] == 1, nc[4] == 1
+	if f.cache != nil {
+		f.cache.lock.Store(f.anySieve)
+	}
+	f.hints.stripe = nc[2]
 	f.oneHost = !slices.ContainsFunc(f.hostOf, func(h int) bool { return h != 0 })
-	f.shared = newSharedPtr(ctx, spComm)
+	f.ptr = nc[1]
+	f.shared = newSharedPtr(ctx, spComm, nc[1])
 	return f, nil
 }
 
@@ -386,7 +460,7 @@ func checkMode(m Mode) error {
 		return fmt.Errorf("%w: %v: need exactly one of rdonly, wronly, rdwr", ErrMode, m)
 	case m&ModeRdonly != 0 && m&(ModeCreate|ModeExcl) != 0:
 		return fmt.Errorf("%w: %v: create or excl with rdonly", ErrMode, m)
-	case m&^(ModeDeleteOnClose<<1-1) != 0:
+	case m&^modeAll != 0:
 		return fmt.Errorf("%w: %v: unknown flags", ErrMode, m)
 	}
 	return nil
@@ -397,6 +471,9 @@ func checkMode(m Mode) error {
 func (f *File) setup() error {
 	if f.hints.stripe == 0 {
 		f.hints.stripe = blockSize(f.fd)
+		if testBlockSize != nil {
+			f.hints.stripe = testBlockSize(f.rank)
+		}
 	}
 	if nodeLocalLocks(f.fd) {
 		// A sieving read-modify-write is only safe under a lock every
@@ -502,8 +579,18 @@ func (f *File) Hints() Hints { return f.hints.effective(len(f.aggs)) }
 // file-domain order.
 func (f *File) Aggregators() []int { return append([]int(nil), f.aggs...) }
 
+// using holds off Close for an access; ErrClosed once it has run.
+func (f *File) using(op string) (release func(), err error) {
+	f.ioMu.RLock()
+	if f.closed.Load() {
+		f.ioMu.RUnlock()
+		return nil, f.err(op, -1, ErrClosed)
+	}
+	return f.ioMu.RUnlock, nil
+}
+
 func (f *File) check(op string, write bool) error {
-	if f.closed {
+	if f.closed.Load() {
 		return f.err(op, -1, ErrClosed)
 	}
 	if write && f.mode&ModeRdonly != 0 {
@@ -520,7 +607,10 @@ func (f *File) check(op string, write bool) error {
 // sync-barrier-sync, done in one call). With a cache it waits for the
 // flusher first.
 func (f *File) Sync() error {
-	if f.closed {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
+	if f.closed.Load() {
 		return f.err("sync", -1, ErrClosed)
 	}
 	var err error
@@ -539,9 +629,11 @@ func (f *File) Sync() error {
 
 // Size is the file's current size in bytes.
 func (f *File) Size() (int64, error) {
-	if f.closed {
-		return 0, f.err("size", -1, ErrClosed)
+	release, err := f.using("size")
+	if err != nil {
+		return 0, err
 	}
+	defer release()
 	if f.cache != nil {
 		if sz, ok := f.cache.size(); ok {
 			return sz, nil
@@ -556,6 +648,9 @@ func (f *File) Size() (int64, error) {
 
 // SetSize (collective) truncates or extends the file to size bytes.
 func (f *File) SetSize(size int64) error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if err := f.check("set size", true); err != nil {
 		return err
 	}
@@ -594,6 +689,9 @@ func (f *File) SetSize(size int64) error {
 // Preallocate (collective) reserves storage for the first size bytes,
 // extending the file if it is shorter.
 func (f *File) Preallocate(size int64) error {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	if err := f.check("preallocate", true); err != nil {
 		return err
 	}
@@ -616,7 +714,15 @@ func (f *File) Preallocate(size int64) error {
 // Close (collective) flushes the cache, closes every rank's descriptor
 // and, with ModeDeleteOnClose, removes the file.
 func (f *File) Close() error {
-	if f.closed {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
+	if f.closed.Load() {
+		return f.err("close", -1, ErrClosed)
+	}
+	f.ioMu.Lock() // after the rank's outstanding accesses
+	if f.closed.Load() {
+		f.ioMu.Unlock()
 		return f.err("close", -1, ErrClosed)
 	}
 	var err error
@@ -632,7 +738,8 @@ func (f *File) Close() error {
 	if cerr := f.fd.Close(); err == nil {
 		err = cerr
 	}
-	f.closed = true
+	f.closed.Store(true)
+	f.ioMu.Unlock()
 	err = f.agree("close", f.err("close", -1, err))
 	// Every rank is past its last shared-pointer claim: stop rank 0's
 	// service (and free its communicator if every rank got here).
@@ -651,12 +758,20 @@ func (f *File) Close() error {
 	return err
 }
 
+// testBlockSize, when set (by tests), is rank r's file system block size
+// (statfs's), so that one process can play hosts that see different ones.
+var testBlockSize func(rank int) int64
+
 // testAgree, when set (by tests), runs as a rank enters an agreement.
 var testAgree func(op string, rank int)
 
 // Delete removes a file (not collective, as MPI_File_delete).
 func Delete(path string) error {
 	if err := os.Remove(path); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) { // the path once
+			err = pe.Err
+		}
 		return &Error{Op: "delete", Path: path, Rank: -1, Off: -1, Err: err}
 	}
 	return nil
@@ -668,7 +783,10 @@ func Delete(path string) error {
 // too), and a read takes a shared lock: overlapping independent accesses
 // are serialized. Collective writes are atomic anyway (disjoint domains).
 func (f *File) SetAtomicity(on bool) error {
-	if f.closed {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
+	if f.closed.Load() {
 		return f.err("set atomicity", -1, ErrClosed)
 	}
 	all, err := mpi.AllgatherValue(f.comm, on)

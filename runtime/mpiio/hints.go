@@ -125,7 +125,8 @@ func parseHints(h Hints) (config, error) {
 			n, err = size(k, v, 1)
 			c.cbNodes = int(n)
 		case "cb_buffer_size":
-			c.cbBuffer, err = buffer(k, v, 4096)
+			// Any positive size, as ROMIO: small ones mean many rounds.
+			c.cbBuffer, err = buffer(k, v, 1)
 		case "romio_cb_write":
 			c.cbWrite, err = triv(k, v)
 		case "romio_cb_read":
@@ -137,9 +138,9 @@ func parseHints(h Hints) (config, error) {
 		case "romio_ds_write":
 			c.dsWrite, err = triv(k, v)
 		case "ind_rd_buffer_size":
-			c.indRdBuffer, err = buffer(k, v, 1024)
+			c.indRdBuffer, err = buffer(k, v, 1)
 		case "ind_wr_buffer_size":
-			c.indWrBuffer, err = buffer(k, v, 1024)
+			c.indWrBuffer, err = buffer(k, v, 1)
 		case "gompi_sync_write":
 			var t tri
 			t, err = triv(k, v)
@@ -167,6 +168,28 @@ func parseHints(h Hints) (config, error) {
 		}
 	}
 	return c, nil
+}
+
+// planKeys are the hints every rank computes collective calls' plans
+// from: they must be the same on every rank (checked at Open, as ROMIO
+// checks them: MPI_ERR_NOT_SAME), else ranks plan different exchanges.
+var planKeys = []string{"cb_nodes", "cb_buffer_size", "romio_cb_write", "romio_cb_read", "striping_unit"}
+
+// planValues are c's values of planKeys (defaults included, so a default
+// and its value given explicitly agree).
+func (c config) planValues() []int64 {
+	return []int64{int64(c.cbNodes), c.cbBuffer, int64(c.cbWrite), int64(c.cbRead), c.stripe}
+}
+
+// planValue formats value v of planKeys[i] for a message.
+func planValue(i int, v int64) string {
+	switch {
+	case planKeys[i] == "romio_cb_write" || planKeys[i] == "romio_cb_read":
+		return tri(v).String()
+	case v == 0:
+		return "default"
+	}
+	return strconv.FormatInt(v, 10)
 }
 
 // effective lists the hints in force (MPI_File_get_info).

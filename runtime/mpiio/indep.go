@@ -57,8 +57,14 @@ func (f *File) IreadAt(buf []byte, off int64) *mpi.Request {
 	f.mu.RLock()
 	v, atomic := f.view, f.atomic
 	f.mu.RUnlock()
+	// Held from the call: a Close after it waits for the request.
+	release, err := f.using("read")
+	if err != nil {
+		return failed(err)
+	}
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.readAt(v, atomic, buf, off)
+		defer release()
+		n, err := f.readUsing(v, atomic, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -72,8 +78,13 @@ func (f *File) IwriteAt(buf []byte, off int64) *mpi.Request {
 	f.mu.RLock()
 	v, atomic := f.view, f.atomic
 	f.mu.RUnlock()
+	release, err := f.using("write")
+	if err != nil {
+		return failed(err)
+	}
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.writeAt(v, atomic, false, buf, off)
+		defer release()
+		n, err := f.writeUsing(v, atomic, false, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -95,10 +106,28 @@ func (f *File) checkOff(op string, off int64, v *view, n int) error {
 		// MPI accesses whole etypes; a part of one would split a value.
 		return f.err(op, off, fmt.Errorf("%w: %d bytes is not a whole number of %d-byte etypes", mpi.ErrArg, n, v.etype))
 	}
-	if off > maxOff/v.etype {
+	if off > maxOff/v.etype || !v.fits(off*v.etype, int64(n)) {
 		return f.err(op, off, fmt.Errorf("%w: offset %d overflows", mpi.ErrArg, off))
 	}
 	return nil
+}
+
+// fits reports whether the file offsets of stream bytes [pos, pos+n) fit
+// in an int64 (else they would wrap, to a small offset possibly).
+func (v *view) fits(pos, n int64) bool {
+	if n <= 0 {
+		return true
+	}
+	if pos > maxOff-n {
+		return false
+	}
+	last := pos + n - 1
+	if v.contiguous() {
+		return last <= maxOff-v.disp
+	}
+	// Tile t's data ends by disp + t*extent + lb + extent.
+	room := maxOff - v.disp - max(v.lb, 0) - v.extent
+	return room >= 0 && last/v.size <= room/v.extent
 }
 
 // sieve reports whether pieces are small and many enough to move through
@@ -120,6 +149,16 @@ func sieve(t tri, ps []piece) bool {
 }
 
 func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) {
+	release, err := f.using("read")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return f.readUsing(v, atomic, buf, off)
+}
+
+// readUsing is readAt for a caller that holds f.using.
+func (f *File) readUsing(v *view, atomic bool, buf []byte, off int64) (int, error) {
 	if err := f.checkOff("read", off, v, len(buf)); err != nil {
 		return 0, err
 	}
@@ -189,6 +228,16 @@ func (f *File) readAt(v *view, atomic bool, buf []byte, off int64) (int, error) 
 // hold: a collective write's (independentAll): a snapshot writer starts
 // when the call returns.
 func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, error) {
+	release, err := f.using("write")
+	if err != nil {
+		return 0, err
+	}
+	defer release()
+	return f.writeUsing(v, atomic, hold, buf, off)
+}
+
+// writeUsing is writeAt for a caller that holds f.using.
+func (f *File) writeUsing(v *view, atomic, hold bool, buf []byte, off int64) (int, error) {
 	if err := f.checkOff("write", off, v, len(buf)); err != nil {
 		return 0, err
 	}
@@ -289,8 +338,8 @@ func (f *File) writeAt(v *view, atomic, hold bool, buf []byte, off int64) (int, 
 	}
 	// Another rank's sieving read-modify-write may span these bytes: it
 	// holds a lock on its span, so take one on each piece (unless sieving
-	// is off, or atomic mode holds the whole span already).
-	lockPieces := !locked && f.hints.dsWrite != disable
+	// is off on every rank, or atomic mode holds the whole span already).
+	lockPieces := !locked && f.anySieve
 	for _, p := range ps {
 		var unlock func()
 		if lockPieces {

@@ -133,7 +133,7 @@ func (f *File) claim(op string, write bool, buf []byte) (int64, error) {
 // and returns the new position. A negative result is an error (*Error
 // wrapping mpi.ErrArg), and leaves the pointer where it was.
 func (f *File) Seek(offset int64, whence int) (int64, error) {
-	if f.closed {
+	if f.closed.Load() {
 		return 0, f.err("seek", -1, ErrClosed)
 	}
 	f.ptrMu.Lock()
@@ -181,7 +181,7 @@ func (f *File) seekTarget(op string, v *view, cur, offset int64, whence int) (in
 // Position is the individual file pointer in etypes of the view
 // (MPI_File_get_position).
 func (f *File) Position() (int64, error) {
-	if f.closed {
+	if f.closed.Load() {
 		return 0, f.err("position", -1, ErrClosed)
 	}
 	f.ptrMu.Lock()
@@ -193,7 +193,7 @@ func (f *File) Position() (int64, error) {
 // of the caller's view (MPI_File_get_byte_offset): where an access at off
 // begins.
 func (f *File) ByteOffset(off int64) (int64, error) {
-	if f.closed {
+	if f.closed.Load() {
 		return 0, f.err("byte offset", -1, ErrClosed)
 	}
 	f.mu.RLock()
@@ -204,7 +204,7 @@ func (f *File) ByteOffset(off int64) (int64, error) {
 		return 0, f.err("byte offset", -1, fmt.Errorf("%w: negative offset %d", mpi.ErrArg, off))
 	case v.size == 0:
 		return 0, f.err("byte offset", -1, fmt.Errorf("%w: the view's filetype holds no data", ErrView))
-	case off > maxOff/v.etype:
+	case off > maxOff/v.etype || !v.fits(off*v.etype, v.etype):
 		return 0, f.err("byte offset", -1, fmt.Errorf("%w: offset %d overflows", mpi.ErrArg, off))
 	}
 	return v.fileOff(off * v.etype), nil

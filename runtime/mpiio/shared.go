@@ -43,8 +43,9 @@ const (
 	tagGrant = 2 // from rank 0: the pointer before the claim
 )
 
-func newSharedPtr(ctx context.Context, comm *mpi.Comm) *sharedPtr {
-	s := &sharedPtr{comm: comm, ctx: ctx, rank: comm.Rank()}
+// start is the pointer's first value (the file's end with ModeAppend).
+func newSharedPtr(ctx context.Context, comm *mpi.Comm, start int64) *sharedPtr {
+	s := &sharedPtr{comm: comm, ctx: ctx, rank: comm.Rank(), val: start}
 	if s.rank == 0 {
 		s.done = make(chan struct{})
 		go s.serve()
@@ -271,6 +272,9 @@ func (f *File) WriteOrdered(buf []byte) (int, error) {
 // errors' agreement (no rank can claim before it), then the collective
 // path at base plus each rank's scan.
 func (f *File) ordered(write bool, buf []byte) (int, error) {
+	prev, done := f.turn() // a collective access (collorder.go)
+	defer done()
+	<-prev
 	op := "read ordered"
 	if write {
 		op = "write ordered"
@@ -316,16 +320,19 @@ func (f *File) ordered(write bool, buf []byte) (int, error) {
 	if err := agreeMax(f.comm, f.path, op, f.err(op, -1, err), base); err != nil {
 		return 0, err
 	}
-	return f.collective(write, buf, base[0]+before)
+	return f.collectiveNow(write, buf, base[0]+before)
 }
 
 // SeekShared (collective, MPI_File_seek_shared) moves the shared file
 // pointer as Seek moves the individual one; every rank must pass the same
 // offset and whence (checked). It returns the new position.
 func (f *File) SeekShared(offset int64, whence int) (int64, error) {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
 	const op = "seek shared"
 	var lerr error
-	if f.closed {
+	if f.closed.Load() {
 		lerr = ErrClosed
 	}
 	v, verr := f.sharedView(op)
@@ -365,7 +372,7 @@ func (f *File) SeekShared(offset int64, whence int) (int64, error) {
 // (MPI_File_get_position_shared; independent: a claim of nothing).
 func (f *File) PositionShared() (int64, error) {
 	const op = "position shared"
-	if f.closed {
+	if f.closed.Load() {
 		return 0, f.err(op, -1, ErrClosed)
 	}
 	if _, err := f.sharedView(op); err != nil {

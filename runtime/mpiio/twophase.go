@@ -47,19 +47,24 @@ func (f *File) ReadAtAll(buf []byte, off int64) (int, error) {
 
 // IwriteAtAll and IreadAtAll start the collective operations on a
 // goroutine (MPI_File_iwrite_at_all). Every rank must start them in the
-// same order, and no other collective operation on f may run until the
-// request completes.
+// same order; several may be outstanding, and blocking collective
+// accesses may be called meanwhile: they run one after another in the
+// order started (collorder.go).
 func (f *File) IwriteAtAll(buf []byte, off int64) *mpi.Request {
-	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.WriteAtAll(buf, off)
-		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
-	})
+	return f.icollective(true, buf, off)
 }
 
 // IreadAtAll: see IwriteAtAll.
 func (f *File) IreadAtAll(buf []byte, off int64) *mpi.Request {
+	return f.icollective(false, buf, off)
+}
+
+func (f *File) icollective(write bool, buf []byte, off int64) *mpi.Request {
+	prev, done := f.turn()
 	return mpi.Go(func() (mpi.Status, error) {
-		n, err := f.ReadAtAll(buf, off)
+		defer done()
+		<-prev
+		n, err := f.collectiveNow(write, buf, off)
 		return mpi.Status{Source: f.rank, Count: n, Bytes: n}, err
 	})
 }
@@ -87,7 +92,8 @@ func (p *plan) window(a, r int) (lo, hi int64) {
 	return max(lo, p.lo), min(hi, p.hi)
 }
 
-func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
+// collectiveNow is a collective read or write (in its turn: collorder.go).
+func (f *File) collectiveNow(write bool, buf []byte, off int64) (int, error) {
 	op := "read all"
 	if write {
 		op = "write all"
@@ -125,10 +131,17 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 	if bad {
 		return 0, f.agree(op, lerr)
 	}
-	if !write && f.allCached {
-		// Every rank's cached writes (each rank caches its own pieces)
-		// reach the file before anyone reads it.
-		if err := f.agree(op, f.err(op, -1, f.cache.drain())); err != nil {
+	if !write && f.anyCached {
+		// Every rank's cached writes (each rank caches its own pieces, or
+		// an aggregator its domain's) reach the file before anyone reads
+		// it: an aggregator reads for other ranks. With caches on some
+		// ranks only, a rank's collective read missed its own cached
+		// writes in other aggregators' domains.
+		var err error
+		if f.cache != nil {
+			err = f.cache.drain()
+		}
+		if err := f.agree(op, f.err(op, -1, err)); err != nil {
 			return 0, err
 		}
 	}
@@ -201,7 +214,13 @@ func (f *File) collective(write bool, buf []byte, off int64) (int, error) {
 			}
 		}
 	}
-	if aerr := f.agree(op, f.err(op, -1, err)); aerr != nil && (err == nil || !errors.Is(err, io.EOF)) {
+	// End of file is this rank's own result (as in independentAll), not a
+	// failure of the call: the ranks that read their whole range succeed.
+	ferr := err
+	if errors.Is(err, io.EOF) {
+		ferr = nil
+	}
+	if aerr := f.agree(op, f.err(op, -1, ferr)); aerr != nil {
 		return n, aerr
 	}
 	return n, err
@@ -393,6 +412,22 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			firstErr = err
 		}
 	}
+	if f.cache != nil && !(f.allCached && f.oneHost) {
+		// This rank's pieces that go to another rank's aggregator reach
+		// the file by that rank, not through this rank's cache: the
+		// cache's earlier extents of the same bytes must be on the file
+		// first, or their flush would land over the newer bytes.
+		var ps []piece
+		for ai, a := range f.aggs {
+			if a != me && f.viaAgg(me, ai) {
+				lo, hi := p.domain(ai)
+				ps = collect(p.views[me], p.pos[me], p.n[me], lo, hi, ps)
+			}
+		}
+		if f.cache.pending(runs(ps)) {
+			keep(f.err("write all", -1, f.cache.drain()))
+		}
+	}
 	var local chan error
 	if f.allCached {
 		if f.oneHost { // nothing travels
@@ -444,9 +479,9 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 			ioWG[r%2].Wait() // round r-2's write is done with this buffer
 			if len(ar.runs) > 0 {
 				w := b[:ar.hi-ar.lo]
-				// Not with local caching: the holes are other ranks' bytes,
+				// Not with a cache: the holes may be other ranks' bytes,
 				// still in their caches.
-				sv := sieved(ar.runs) && !f.noRead && local == nil
+				sv := sieved(ar.runs) && !f.noRead && f.cache == nil
 				if sv {
 					// Fill the holes with the file's bytes first.
 					slo, shi := ar.runs[0].off, ar.runs[len(ar.runs)-1].off+ar.runs[len(ar.runs)-1].len
@@ -519,9 +554,25 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 				if sv {
 					rs = []piece{{off: rs[0].off, len: rs[len(rs)-1].off + rs[len(rs)-1].len - rs[0].off}}
 				}
+				// With a cache, only this rank's own pieces are cached (after
+				// its earlier cached writes); other ranks' are written to the
+				// file: cached here, they were invisible to their writer's
+				// later reads, which drain only the writer's own cache.
+				var own []piece
+				if f.cache != nil {
+					var others []piece
+					for s, ps := range ar.from {
+						if s == me {
+							own = append(own, ps...)
+						} else {
+							others = append(others, ps...)
+						}
+					}
+					own, rs = runs(own), runs(others)
+				}
 				wrote = true
 				ioWG[r%2].Add(1)
-				go func(w []byte, lo int64, rs []piece) {
+				go func(w []byte, lo int64, rs, own []piece) {
 					defer ioWG[r%2].Done()
 					fail := func(off int64, err error) {
 						ioMu.Lock()
@@ -536,22 +587,23 @@ func (f *File) twoPhaseWrite(p *plan, buf []byte) error {
 						}
 						return
 					}
+					for _, x := range own {
+						if err := f.cache.put(x.off, w[x.off-lo:x.off-lo+x.len]); err != nil {
+							fail(x.off, err)
+							return
+						}
+					}
 					for _, x := range rs {
-						var err error
-						if f.cache != nil {
-							err = f.cache.put(x.off, w[x.off-lo:x.off-lo+x.len])
-						} else {
-							_, err = pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
-							if err == nil && f.hints.syncWrite {
-								_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
-							}
+						_, err := pwriteFull(f.fd, w[x.off-lo:x.off-lo+x.len], x.off)
+						if err == nil && f.hints.syncWrite {
+							_ = unix.SyncFileRange(int(f.fd.Fd()), x.off, x.len, unix.SYNC_FILE_RANGE_WRITE)
 						}
 						if err != nil {
 							fail(x.off, err)
 							return
 						}
 					}
-				}(w, ar.lo, rs)
+				}(w, ar.lo, rs, own)
 			}
 		}
 		if prevSends != nil {

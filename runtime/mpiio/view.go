@@ -18,7 +18,7 @@ type view struct {
 	etype  int64 // etype size in bytes
 	size   int64 // filetype data bytes per tile
 	extent int64 // filetype extent
-	lb     int64 // filetype lower bound
+	lb     int64 // where a tile's data starts (its first block's offset)
 	blocks []mpi.Block
 	prefix []int64 // prefix[i]: data bytes before blocks[i]
 }
@@ -72,9 +72,14 @@ func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
 		v.prefix[i] = sum
 		sum += b.Len
 	}
-	if ub := filetype.LB() + v.extent; end > ub || v.blocks[0].Off < filetype.LB() {
-		return nil, fmt.Errorf("%w: filetype %v: data [%d, %d) outside its bounds [%d, %d) (tiles would overlap)", ErrView, filetype, v.blocks[0].Off, end, filetype.LB(), ub)
+	// Copy i of the type map is at disp + i*extent whatever the lower
+	// bound (as in ROMIO): the tiles are disjoint when a tile's data fits
+	// in one extent. lb is then where a tile's data starts, which is what
+	// the tile arithmetic (pieces, streamBytes, fits) needs.
+	if end-v.blocks[0].Off > v.extent {
+		return nil, fmt.Errorf("%w: filetype %v: data [%d, %d) wider than its extent %d (tiles would overlap)", ErrView, filetype, v.blocks[0].Off, end, v.extent)
 	}
+	v.lb = v.blocks[0].Off
 	return v, nil
 }
 
@@ -83,7 +88,10 @@ func newView(disp int64, etype, filetype mpi.Datatype) (*view, error) {
 // rank; each rank's filetype must have nondecreasing, non-overlapping
 // blocks within its extent (MPI's rule for filetypes).
 func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
-	if f.closed {
+	prev, done := f.turn() // after the collective accesses started before (collorder.go)
+	defer done()
+	<-prev
+	if f.closed.Load() {
 		return f.err("set view", -1, ErrClosed)
 	}
 	v, verr := newView(disp, etype, filetype)
@@ -93,7 +101,7 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 	enc := []byte{0}
 	if verr != nil {
 		verr = f.err("set view", disp, verr)
-		enc = append([]byte{1}, verr.Error()...)
+		enc = append([]byte{1}, remoteMsg(f.path, verr)...)
 	} else {
 		enc = append(enc, v.marshal()...)
 	}
@@ -106,7 +114,7 @@ func (f *File) SetView(disp int64, etype, filetype mpi.Datatype) error {
 			if verr != nil {
 				return verr
 			}
-			return &Error{Op: "set view", Path: f.path, Rank: r, Off: -1, Err: fmt.Errorf("%w: %s", ErrRemote, b[1:])}
+			return &Error{Op: "set view", Path: f.path, Rank: r, Off: -1, Err: newRemoteError(string(b[1:]))}
 		}
 	}
 	views := make([]*view, len(all))
