@@ -460,8 +460,8 @@ func TestConcurInterDupDisjoint(t *testing.T) {
 					// on ib2, then to world rank 0 on wd; receivers take
 					// them in the other order.
 					for _, s := range []struct {
-						c *Comm
-						b byte
+						c  *Comm
+						b  byte
 						to int
 					}{{ia2, 'a', 0}, {ib2, 'b', 0}, {wd, 'w', 0}} {
 						if err := Send(s.c, []byte{s.b}, s.to, 5); err != nil {
