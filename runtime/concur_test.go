@@ -180,56 +180,6 @@ func TestConcurProbeContextCancelRace(t *testing.T) {
 	})
 }
 
-// Free of a communicator while another goroutine of the rank blocks in a
-// receive on it (against MPI's rule, but promised by Free's doc): the
-// receive ends with ErrFreed instead of never. Sources of every kind: a
-// named peer (same-host peers receive straight from the ring), AnySource,
-// and a posted Irecv being waited for.
-func TestConcurFreeWhileBlocked(t *testing.T) {
-	forSizesTransports(t, func(t *testing.T, comms []*Comm) {
-		each(t, comms, func(c *Comm) error {
-			d, err := c.Dup()
-			if err != nil {
-				return err
-			}
-			n, me := d.Size(), d.Rank()
-			srcs := []int{(me + 1) % n, AnySource}
-			errs := make(chan error, 2*len(srcs))
-			for _, src := range srcs {
-				go func() {
-					_, err := Recv(d, make([]byte, 8), src, 99)
-					errs <- err
-				}()
-				// The first Recv (named source) alone with the ring:
-				// it takes the direct path when it can.
-				time.Sleep(20 * time.Millisecond)
-				go func() {
-					_, err := Irecv(d, make([]byte, 8), src, 98).Wait(context.Background())
-					errs <- err
-				}()
-			}
-			time.Sleep(50 * time.Millisecond) // the receives are blocked
-			if err := d.Free(); err != nil {
-				return err
-			}
-			// Blocked receives look at the ring's liveness every 100ms
-			// (shm.DefaultPoll).
-			timeout := time.After(3 * time.Second)
-			for range 2 * len(srcs) {
-				select {
-				case err := <-errs:
-					if !errors.Is(err, ErrFreed) {
-						return fmt.Errorf("receive blocked on a freed communicator returned %v, want ErrFreed", err)
-					}
-				case <-timeout:
-					return fmt.Errorf("a receive blocked on a communicator still waits 3s after Free")
-				}
-			}
-			return nil
-		})
-	})
-}
-
 // Non-overtaking with several receiving goroutines: every other rank
 // sends seqMsg messages to rank 0 from one goroutine, mixed sizes, on
 // tags 0..2 of c; rank 0 receives each tag on its own goroutine with a
@@ -493,4 +443,210 @@ func TestConcurInterDupDisjoint(t *testing.T) {
 			})
 		}
 	}
+}
+
+// Collectives on several Dup'd communicators at once, one goroutine
+// each, beside point-to-point traffic on the parent (AnySource receives
+// included) and non-blocking collectives on another Dup: every result
+// right, no message crossing between them.
+func TestConcurCollectivesOnDups(t *testing.T) {
+	rounds := 20
+	if testing.Short() {
+		rounds = 6
+	}
+	forSizesTransports(t, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			const k = 3
+			dups := make([]*Comm, k+1)
+			for i := range dups {
+				d, err := c.Dup()
+				if err != nil {
+					return err
+				}
+				dups[i] = d
+			}
+			n, me := c.Size(), c.Rank()
+			var wg sync.WaitGroup
+			errs := make(chan error, k+3)
+			run := func(f func() error) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := f(); err != nil {
+						errs <- err
+					}
+				}()
+			}
+			for g := 0; g < k; g++ {
+				d := dups[g]
+				run(func() error {
+					for r := 0; r < rounds; r++ {
+						in := []int64{int64(me + g*1000 + r)}
+						out := make([]int64, 1)
+						if err := Allreduce(d, in, out, Sum); err != nil {
+							return err
+						}
+						if want := int64(n*(n-1)/2 + n*(g*1000+r)); out[0] != want {
+							return fmt.Errorf("dup %d round %d: allreduce %d, want %d", g, r, out[0], want)
+						}
+						b := make([]int32, 1+r*50) // eager and rendezvous
+						if me == r%n {
+							for i := range b {
+								b[i] = int32(g*100000 + r + i)
+							}
+						}
+						if err := Bcast(d, b, r%n); err != nil {
+							return err
+						}
+						for i := range b {
+							if b[i] != int32(g*100000+r+i) {
+								return fmt.Errorf("dup %d round %d: bcast[%d] = %d", g, r, i, b[i])
+							}
+						}
+						all, err := AllgatherValue(d, fmt.Sprint(g, me))
+						if err != nil {
+							return err
+						}
+						for i, s := range all {
+							if s != fmt.Sprint(g, i) {
+								return fmt.Errorf("dup %d round %d: allgather[%d] = %q", g, r, i, s)
+							}
+						}
+						if err := d.Barrier(); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			}
+			run(func() error { // non-blocking collectives on their own Dup
+				d := dups[k]
+				for r := 0; r < rounds; r++ {
+					out := make([]float64, 3)
+					r1 := Iallreduce(d, []float64{1, float64(me), float64(r)}, out, Sum)
+					r2 := d.Ibarrier()
+					if _, err := WaitAll(context.Background(), r2, r1); err != nil {
+						return err
+					}
+					if out[0] != float64(n) || out[1] != float64(n*(n-1)/2) || out[2] != float64(n*r) {
+						return fmt.Errorf("iallreduce round %d: %v", r, out)
+					}
+				}
+				return nil
+			})
+			run(func() error { // point-to-point on the parent
+				to := (me + 1) % n
+				for r := 0; r < rounds; r++ {
+					out := make([]byte, 1+(r%3)*400)
+					out[0] = byte(r)
+					in := make([]byte, 1300)
+					st, err := Sendrecv(c, out, to, 7, in, AnySource, AnyTag)
+					if err != nil {
+						return err
+					}
+					if st.Tag != 7 || st.Bytes != len(out) || in[0] != byte(r) {
+						return fmt.Errorf("p2p round %d: %+v first byte %d", r, st, in[0])
+					}
+				}
+				return nil
+			})
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				return err
+			}
+			for _, d := range dups {
+				if err := d.Free(); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// One request waited for by several goroutines at once (Wait helping on
+// the ring, Wait with a context, Test polling, Done in a select) and
+// waited for again after: all see the same result. WaitAny and WaitSome
+// skip nil and consumed requests.
+func TestConcurWaitFromManyGoroutines(t *testing.T) {
+	msgs := 60
+	if testing.Short() {
+		msgs = 20
+	}
+	transports(t, 2, func(c *Config) { c.EagerLimit = concurEager }, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			if c.Rank() == 0 {
+				for i := 0; i < msgs; i++ {
+					if err := Send(c, seqMsg(i), 1, i%3); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			for i := 0; i < msgs; i++ {
+				buf := make([]byte, 300<<10)
+				var r *Request
+				if i%2 == 0 {
+					r = Irecv(c, buf, 0, i%3)
+				} else {
+					r = Irecv(c, buf, AnySource, AnyTag)
+				}
+				sts := make([]Status, 4)
+				errs := make([]error, 4)
+				var wg sync.WaitGroup
+				wg.Add(4)
+				go func() { defer wg.Done(); sts[0], errs[0] = r.Wait(context.Background()) }()
+				go func() {
+					defer wg.Done()
+					for {
+						ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
+						sts[1], errs[1] = r.Wait(ctx)
+						cancel()
+						if errs[1] == nil || !errors.Is(errs[1], context.DeadlineExceeded) {
+							return
+						}
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					for {
+						if ok, st, err := r.Test(); ok {
+							sts[2], errs[2] = st, err
+							return
+						}
+						time.Sleep(10 * time.Microsecond)
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					<-r.Done()
+					_, sts[3], errs[3] = r.Test()
+				}()
+				wg.Wait()
+				for g := range sts {
+					if errs[g] != nil || sts[g] != sts[0] {
+						return fmt.Errorf("message %d: waiter %d saw %+v %v, waiter 0 %+v %v", i, g, sts[g], errs[g], sts[0], errs[0])
+					}
+				}
+				if err := checkSeq(i, buf, sts[0]); err != nil {
+					return err
+				}
+				if st, err := r.Wait(context.Background()); err != nil || st != sts[0] {
+					return fmt.Errorf("message %d: second Wait %+v %v", i, st, err)
+				}
+				reqs := []*Request{nil, r, nil}
+				if j, st, err := WaitAny(context.Background(), reqs...); j != 1 || st != sts[0] || err != nil || reqs[1] != nil {
+					return fmt.Errorf("message %d: WaitAny of a completed request: %d %+v %v", i, j, st, err)
+				}
+				if j, _, err := WaitAny(context.Background(), reqs...); j != -1 || err != nil {
+					return fmt.Errorf("message %d: WaitAny of consumed requests: %d %v", i, j, err)
+				}
+				if ids, _, err := WaitSome(context.Background(), reqs...); len(ids) != 0 || err != nil {
+					return fmt.Errorf("message %d: WaitSome of consumed requests: %v %v", i, ids, err)
+				}
+			}
+			return nil
+		})
+	})
 }
