@@ -85,6 +85,11 @@ func TestConcurRecvOnFreedCommSpareSuccessor(t *testing.T) {
 						return err
 					}
 					if c.Rank() == 1 {
+						for i, err := range []error{Ssend(old, []byte{3}, 0, 0), Send(old, []byte{3}, 0, 0)} {
+							if !errors.Is(err, ErrFreed) {
+								return fmt.Errorf("round %d: send %d on a freed communicator: %v, want ErrFreed", round, i, err)
+							}
+						}
 						if err := Send(c, []byte{1}, 0, 1); err != nil {
 							return err
 						}
