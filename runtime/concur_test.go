@@ -650,3 +650,63 @@ func TestConcurWaitFromManyGoroutines(t *testing.T) {
 		})
 	})
 }
+
+// Concurrent Dups that ranks make in different orders: even ranks make
+// three at once on three goroutines, odd ranks one after the other in
+// reverse order. Each must complete (no rank may hold anything across a
+// Split that another Split waits for) with separate message spaces.
+func TestConcurDupOrders(t *testing.T) {
+	for _, tr := range transportMods {
+		for _, n := range []int{2, 3, 4} {
+			t.Run(fmt.Sprintf("%s/%d", tr.name, n), func(t *testing.T) {
+				comms, _ := world(t, n, tr.mod)
+				each(t, comms, func(c *Comm) error {
+					const k = 3
+					par := make([]*Comm, k)
+					for i := range par {
+						d, err := c.Dup()
+						if err != nil {
+							return err
+						}
+						par[i] = d
+					}
+					kids := make([]*Comm, k)
+					errs := make([]error, k)
+					if c.Rank()%2 == 0 {
+						var wg sync.WaitGroup
+						for i := range par {
+							wg.Add(1)
+							go func() { defer wg.Done(); kids[i], errs[i] = par[i].Dup() }()
+						}
+						wg.Wait()
+					} else {
+						for i := k - 1; i >= 0; i-- {
+							kids[i], errs[i] = par[i].Dup()
+						}
+					}
+					if err := errors.Join(errs...); err != nil {
+						return err
+					}
+					to, from := (c.Rank()+1)%n, (c.Rank()+n-1)%n
+					for i, d := range kids {
+						if err := Send(d, []byte{byte(i)}, to, 0); err != nil {
+							return err
+						}
+					}
+					for i := k - 1; i >= 0; i-- {
+						got := make([]byte, 1)
+						if _, err := Recv(kids[i], got, from, 0); err != nil || got[0] != byte(i) {
+							return fmt.Errorf("receive on Dup %d got %v (%v), sent on another", i, got, err)
+						}
+					}
+					for _, d := range append(kids, par...) {
+						if err := d.Free(); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+			})
+		}
+	}
+}
