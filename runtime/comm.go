@@ -109,6 +109,18 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 // found locally, returned on every member once the words agree (they
 // then passed the same arguments, so each found the same error).
 func (c *Comm) split(color, key int, check uint64, argErr error) (*Comm, error) {
+	for attempt := 1; ; attempt++ {
+		nc, ok, err := c.splitOnce(color, key, check, argErr)
+		if ok || err != nil {
+			return nc, err
+		}
+		ctxRetryWait(attempt)
+	}
+}
+
+// splitOnce is one attempt of split: ok false when the id it picked was
+// claimed meanwhile by a concurrent Split on some member (agreeCtx).
+func (c *Comm) splitOnce(color, key int, check uint64, argErr error) (*Comm, bool, error) {
 	p := c.p
 	mine := make([]byte, splitEntry)
 	binary.LittleEndian.PutUint64(mine, uint64(int64(color)))
@@ -117,16 +129,16 @@ func (c *Comm) split(color, key int, check uint64, argErr error) (*Comm, error) 
 	p.putCtxOffer(mine[splitOffers:])
 	all, err := c.allgatherBytes(mine, tagSplit)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	check0 := binary.LittleEndian.Uint64(all[16:])
 	for r := 1; r < len(c.group); r++ {
 		if binary.LittleEndian.Uint64(all[r*splitEntry+16:]) != check0 {
-			return nil, fmt.Errorf("%w: Create: rank %d passed a different group from rank 0's (every rank must pass the same group)", ErrArg, r)
+			return nil, false, fmt.Errorf("%w: Create: rank %d passed a different group from rank 0's (every rank must pass the same group)", ErrArg, r)
 		}
 	}
 	if argErr != nil {
-		return nil, argErr
+		return nil, false, argErr
 	}
 	type ent struct{ color, key, rank int }
 	var members []ent
@@ -139,18 +151,21 @@ func (c *Comm) split(color, key int, check uint64, argErr error) (*Comm, error) 
 		if col < 0 && col != Undefined {
 			// Checked after the exchange, so that every member fails
 			// alike instead of the others waiting for this one.
-			return nil, fmt.Errorf("%w: Split: rank %d passed color %d (want >= 0 or Undefined)", ErrArg, r, col)
+			return nil, false, fmt.Errorf("%w: Split: rank %d passed color %d (want >= 0 or Undefined)", ErrArg, r, col)
 		}
 		if col == color && color != Undefined {
 			members = append(members, ent{col, k, r})
 		}
 	}
-	id := p.takeCtx(offers)
+	id := pickCtx(offers)
 	if id >= ctxDerived>>1 { // higher ids are the node-aware collectives' (coll_node.go)
-		return nil, fmt.Errorf("%w: out of communicator context ids", ErrArg)
+		return nil, false, fmt.Errorf("%w: out of communicator context ids", ErrArg)
+	}
+	if ok, err := c.agreeCtx(id, tagSplit); !ok || err != nil {
+		return nil, false, err
 	}
 	if color == Undefined {
-		return nil, nil
+		return nil, true, nil
 	}
 	sort.SliceStable(members, func(i, j int) bool {
 		if members[i].key != members[j].key {
@@ -167,7 +182,7 @@ func (c *Comm) split(color, key int, check uint64, argErr error) (*Comm, error) 
 			nc.rank = i
 		}
 	}
-	return nc, nil
+	return nc, true, nil
 }
 
 // allgatherBytes gathers equal-size blocks from every rank at rank 0 and

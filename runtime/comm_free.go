@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 )
@@ -48,9 +49,8 @@ func (p *proc) putCtxOffer(b []byte) {
 	}
 }
 
-// takeCtx picks the id every member can use from their offers and marks it
-// used on this process.
-func (p *proc) takeCtx(offers [][]byte) uint32 {
+// pickCtx picks the id every member can use from their offers.
+func pickCtx(offers [][]byte) uint32 {
 	free := func(o []byte, id uint32) bool {
 		if id >= uint32(binary.LittleEndian.Uint64(o)) {
 			return true // never used there
@@ -81,13 +81,56 @@ func (p *proc) takeCtx(offers [][]byte) uint32 {
 			}
 		}
 	}
+	return best
+}
+
+// claimCtx marks id used on this process if it still is free here. It is
+// not when another Split on this process (another goroutine's, on another
+// communicator) claimed it since this one's offer: then false.
+func (p *proc) claimCtx(id uint32) bool {
 	p.ctxMu.Lock()
 	defer p.ctxMu.Unlock()
-	p.nextCtx = max(p.nextCtx, best+1)
-	if i, ok := slices.BinarySearch(p.freeCtx, best); ok {
-		p.freeCtx = slices.Delete(p.freeCtx, i, i+1)
+	if id >= p.nextCtx {
+		p.nextCtx = id + 1
+		return true
 	}
-	return best
+	if i, ok := slices.BinarySearch(p.freeCtx, id); ok {
+		p.freeCtx = slices.Delete(p.freeCtx, i, i+1)
+		return true
+	}
+	return false
+}
+
+// agreeCtx claims id on every member of c: it says whether every member
+// could (see claimCtx). Offers are made without holding anything, so that
+// Splits on different communicators can run at once on different
+// goroutines (MPI_THREAD_MULTIPLE) without waiting for each other; two of
+// them can then pick the same id on a process they share, which this
+// round finds. When it does, the members that claimed the id give it back
+// and the Split offers again.
+func (c *Comm) agreeCtx(id uint32, tag int) (bool, error) {
+	mine := []byte{0}
+	if c.p.claimCtx(id) {
+		mine[0] = 1
+	}
+	all, err := c.allgatherBytes(mine, tag)
+	if err != nil {
+		return false, err // the id stays claimed: unused, never reused
+	}
+	if !slices.Contains(all, 0) {
+		return true, nil
+	}
+	if mine[0] == 1 {
+		c.p.releaseCtx(id)
+	}
+	return false, nil
+}
+
+// ctxRetryWait is a Split's pause before it offers again after a
+// collision with another Split (agreeCtx), random so that two colliding
+// Splits do not collide again in step.
+func ctxRetryWait(attempt int) {
+	time.Sleep(time.Duration(rand.Int64N(int64(min(attempt, 10))*100+1)) * time.Microsecond)
 }
 
 // errUsable is why c cannot be used (the process shut down, or c was

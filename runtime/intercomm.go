@@ -136,11 +136,12 @@ func (c *Comm) InterCommCreate(localLeader int, peer *Comm, remoteLeader, tag in
 			return nil
 		}
 	}
-	local, remote, err := sw.run(lc.derive(0, c.cctx), localLeader, 0, 0, 0, tagInterCreate)
+	xc := lc.derive(0, c.cctx)
+	local, remote, err := sw.run(xc, localLeader, 0, 0, 0, tagInterCreate)
 	if err != nil {
 		return nil, errors.Join(err, freeQuiet(lc, err))
 	}
-	id, err := c.p.takeInterCtx(local, remote)
+	id, err := c.p.interCtx(sw, xc, localLeader, local, remote, tagInterCreate)
 	if err != nil {
 		return nil, errors.Join(err, freeQuiet(lc, err))
 	}
@@ -202,7 +203,7 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 	if len(remote) != len(c.group) || len(local) != len(lc.group) {
 		return nil, fmt.Errorf("%w: Merge: the groups' sizes disagree with the intercommunicator", ErrArg)
 	}
-	id, err := c.p.takeInterCtx(local, remote)
+	id, err := c.p.interCtx(sw, lc, 0, local, remote, tagMerge)
 	if err != nil {
 		return nil, err
 	}
@@ -296,17 +297,46 @@ func checkPeer(c, peer *Comm, remoteLeader int) error {
 	return nil
 }
 
-// takeInterCtx takes the id agreed from both groups' offers.
-func (p *proc) takeInterCtx(local, remote [][]byte) (uint32, error) {
-	offers := make([][]byte, 0, len(local)+len(remote))
-	for _, e := range slices.Concat(local, remote) {
-		offers = append(offers, e[entryOffers:])
+// interCtx agrees on the new communicator's id with both groups, from
+// the offers in local and remote (the entries of the exchange sw ran on
+// lc), and claims it on every member. When a concurrent Split on some
+// member claimed the id meanwhile (see agreeCtx), it offers again: the
+// round that tells every member about the claims carries new offers.
+func (p *proc) interCtx(sw swapper, lc *Comm, leader int, local, remote [][]byte, tag int) (uint32, error) {
+	agree := swapper{swap: sw.swap}
+	if sw.swap != nil {
+		agree.pre = func([][]byte) (bool, error) { return true, nil }
 	}
-	id := p.takeCtx(offers)
-	if id >= ctxDerived>>1 {
-		return 0, fmt.Errorf("%w: out of communicator context ids", ErrArg)
+	for attempt := 1; ; attempt++ {
+		offers := make([][]byte, 0, len(local)+len(remote))
+		for _, e := range slices.Concat(local, remote) {
+			offers = append(offers, e[entryOffers:])
+		}
+		id := pickCtx(offers)
+		if id >= ctxDerived>>1 {
+			return 0, fmt.Errorf("%w: out of communicator context ids", ErrArg)
+		}
+		var claimed int64
+		if p.claimCtx(id) {
+			claimed = 1
+		}
+		var err error
+		local, remote, err = agree.run(lc, leader, claimed, 0, 0, tag)
+		if err != nil {
+			return 0, err // a claimed id stays claimed: unused, never reused
+		}
+		ok := true
+		for _, e := range slices.Concat(local, remote) {
+			ok = ok && entryFlag(e)
+		}
+		if ok {
+			return id, nil
+		}
+		if claimed == 1 {
+			p.releaseCtx(id)
+		}
+		ctxRetryWait(attempt)
 	}
-	return id, nil
 }
 
 // --- the leaders' exchange (docs/collectives.md, Intercommunicators) ---

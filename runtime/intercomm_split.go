@@ -72,7 +72,7 @@ func (c *Comm) interSplitCheck(color, key int, check uint64, argErr error) (*Com
 	if len(remote) != len(c.group) || len(local) != len(lc.group) {
 		return nil, fmt.Errorf("%w: Split: the groups' sizes disagree with the intercommunicator", ErrArg)
 	}
-	id, err := c.p.takeInterCtx(local, remote)
+	id, err := c.p.interCtx(sw, lc, 0, local, remote, tagInterSplit)
 	if err != nil {
 		return nil, err
 	}

@@ -56,7 +56,10 @@ func (c *Comm) irecvNowSlot(s *RecvSlot, ctx uint32, buf []byte, elem, src, tag 
 	if l == nil || !l.tok.CompareAndSwap(tokFree, tokHelper) {
 		return nil
 	}
-	if pe.dead.Load() || p.errClosed() != nil || !p.eng.empty() || l.bye || l.rxErr != nil || !l.ch.PendingExclusive() {
+	// c.errUsable, not just the process's state: a receive on a freed
+	// communicator whose id a later one reuses must not take that one's
+	// message (the ordinary path then returns ErrFreed).
+	if pe.dead.Load() || c.errUsable() != nil || !p.eng.empty() || l.bye || l.rxErr != nil || !l.ch.PendingExclusive() {
 		l.release()
 		return nil
 	}

@@ -51,8 +51,11 @@ type engine struct {
 	unexpected fifo[message]
 	failed     map[int]failure // world rank -> why
 	anyFailed  bool            // len(failed) > 0, without reaching the map on every post
-	closed     error
-	changed    chan struct{} // closed and replaced when unexpected grows or peers fail
+	// anyFreed: a communicator was freed (failContexts), so a receive
+	// being queued may be on it (freedErr).
+	anyFreed bool
+	closed   error
+	changed  chan struct{} // closed and replaced when unexpected grows or peers fail
 	// fams are the collective families that failed (failnotice.go);
 	// notice handles the notices that say so (set by the process).
 	fams   famSet
@@ -105,12 +108,27 @@ func (e *engine) post(r *recvOp) (*message, error) {
 	if err == nil {
 		err = e.deadSourceLocked(r)
 	}
+	if err == nil && e.anyFreed {
+		err = freedErr(r)
+	}
 	if err == nil {
 		e.posted.push(r)
 		e.trackLocked()
 	}
 	e.mu.Unlock()
 	return nil, err
+}
+
+// freedErr is ErrFreed's error if r's communicator was freed, else nil.
+// Posting checks it under the engine's lock: a receive that passed
+// initRecvOp's check just before another goroutine's Free marked the
+// communicator freed, and is queued after Free's failContexts, would
+// otherwise wait forever (Free promises ErrFreed).
+func freedErr(r *recvOp) error {
+	if c := r.comm; c != nil && c.freed != nil && c.freed.Load() {
+		return c.errUsable()
+	}
+	return nil
 }
 
 // empty says whether no receive is posted and no message waits (as of
@@ -290,6 +308,7 @@ func (e *engine) failSource(w int, err error, orderly bool) {
 // or match a message of a later communicator given the same id).
 func (e *engine) failContexts(ctxs []uint32, err error) {
 	e.mu.Lock()
+	e.anyFreed = true
 	e.failPostedLocked(err, func(r *recvOp) bool { return slices.Contains(ctxs, r.ctx) })
 }
 

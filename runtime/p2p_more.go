@@ -85,7 +85,9 @@ func Issend[T Number](c *Comm, buf []T, dest, tag int) *Request {
 // request's completion (DATA written) follows the match.
 func (c *Comm) isendSync(data []byte, dest, tag int) *Request {
 	p := c.p
-	if err := p.errClosed(); err != nil {
+	// errUsable: a freed communicator's id may be a later one's, whose
+	// receives must not see this message.
+	if err := c.errUsable(); err != nil {
 		return doneRequest(err)
 	}
 	if dest < 0 || dest >= len(c.group) || c.group[dest] == p.rank {

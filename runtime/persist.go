@@ -317,6 +317,9 @@ func postAll(e *engine, ps []*Persistent) {
 		if err == nil {
 			err = e.deadSourceLocked(op)
 		}
+		if err == nil && e.anyFreed {
+			err = freedErr(op)
+		}
 		if err != nil {
 			p.perr = err
 			continue

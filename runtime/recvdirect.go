@@ -134,6 +134,12 @@ func (w directWait) Err() error {
 		// the ordinary path then reports the failure.
 		return context.Canceled
 	}
+	if f := w.l.xop.comm.freed; f != nil && f.Load() {
+		// Another goroutine freed the communicator: Free's failContexts
+		// cannot see this receive, which is not posted; the ordinary
+		// path returns ErrFreed.
+		return context.Canceled
+	}
 	return w.l.lctx.Err()
 }
 func (directWait) Value(any) any { return nil }

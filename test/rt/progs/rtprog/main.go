@@ -101,6 +101,8 @@ func main() {
 		err = opDie(c, pc, os.Args[2:])
 	case "colldie":
 		err = collDie(c, pc, os.Args[2:])
+	case "concur":
+		err = concur(c)
 	default:
 		err = fmt.Errorf("unknown scenario %q", scenario)
 	}
