@@ -465,9 +465,19 @@ func TestSlurmStdinAndSignals(t *testing.T) {
 // end of the job), and the job still ends well.
 func TestSlurmFinishedNodeReleased(t *testing.T) {
 	c, s := slurmSetup(t)
-	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=1"}, "/bin/sh", "-c", `[ "$PMI_RANK" != 2 ] || exec sleep 5`)
+	j := startSalloc(t, s, []string{"-N", "3", "--ntasks-per-node=1"}, "/bin/sh", "-c", `[ "$PMI_RANK" != 2 ] || exec sleep 8`)
 	last := c.Hosts[2]
-	for deadline := time.Now().Add(4 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	// Under load Slurm can take seconds to start the job: the clock below
+	// starts once rank 2 sleeps.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if sl, _ := last.ProcsNamed("sleep"); len(sl) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rank 2's sleep did not start on %s within 60s", last.Name)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var early []string
 		for _, h := range c.Hosts[:2] {
 			if ps, _ := h.ProcsNamed("gompi-proxy"); len(ps) > 0 {
