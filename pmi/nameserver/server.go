@@ -7,7 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"time"
 )
+
+// idleTimeout is how long a connection may wait for its next request.
+const idleTimeout = 2 * time.Minute
 
 // Server keeps the names jobs publish, for any number of connections, as
 // hydra_nameserver does (names live as long as the server).
@@ -35,6 +39,11 @@ func (s *Server) Serve(ln net.Listener) error {
 func (s *Server) ServeConn(c io.ReadWriteCloser) error {
 	defer c.Close()
 	for {
+		// A client that goes quiet is let go: clients open a connection
+		// per request.
+		if d, ok := c.(interface{ SetReadDeadline(time.Time) error }); ok {
+			d.SetReadDeadline(time.Now().Add(idleTimeout))
+		}
 		req, err := ReadStrings(c)
 		if errors.Is(err, io.EOF) {
 			return nil
