@@ -147,6 +147,21 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		}
 	}
 	s := &session{n: n, rank: rank, w: bufio.NewWriter(conn)}
+	err := s.serve(ctx, conn)
+	if err != nil && s.rank < 0 && ctx.Err() == nil && !errors.Is(err, ErrRefused) {
+		// A PMI_PORT connection that never named a rank is no rank of the
+		// job (any local process can connect): refuse it, the job goes on.
+		var re *RankError
+		if errors.As(err, &re) {
+			err = re.Err
+		}
+		return fmt.Errorf("%w: it named no rank: %v", ErrRefused, err)
+	}
+	return err
+}
+
+func (s *session) serve(ctx context.Context, conn io.Reader) error {
+	n := s.n
 	r := bufio.NewReaderSize(conn, MaxRequest)
 	finalized := false
 	for {
