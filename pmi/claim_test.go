@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"slices"
 	"strings"
@@ -222,5 +223,54 @@ func TestJobPending(t *testing.T) {
 		if err != nil || len(kvs) != 3 {
 			t.Fatalf("round: %v, %v", kvs, err)
 		}
+	}
+}
+
+// A PMI_PORT connection that has named no rank yet is not one of the job's
+// ranks (any local process of the user can connect): whatever it sends, or
+// however it breaks off, it is refused and the job goes on, as a second
+// claim is. Before, junk from it ended the job as a protocol error of
+// "rank -1".
+func TestUnnamedConnectionRefused(t *testing.T) {
+	tests := []struct {
+		name, send string
+	}{
+		{"PMI-1 junk", "\x00\xff hello world\n"},
+		{"init before initack", "cmd=init pmi_version=1 pmi_subversion=1\n"},
+		{"initack of no local rank", "cmd=initack pmiid=9\n"},
+		{"unterminated line", "cmd=initack pmi"},
+		{"PMI-2 junk frame", "cmd=init pmi_version=2 pmi_subversion=0\nabcdefghijk"},
+		{"PMI-2 short frame", "cmd=init pmi_version=2 pmi_subversion=0\n30    cmd=fullinit;"},
+		{"PMI-2 fullinit of no local rank", "cmd=init pmi_version=2 pmi_subversion=0\n" + formatRaw2("cmd=fullinit;pmirank=zz;")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			n, err := NewNode(NodeConfig{KVSName: "k", Size: 2, Ranks: []int{0, 1}, Uplink: &jobUplink{job: NewJob(1)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, errs := portConn(t, ctx, n)
+			go io.Copy(io.Discard, c.r) // replies, so the server is not blocked
+			go func() {
+				c.conn.SetDeadline(time.Now().Add(5 * time.Second))
+				c.conn.Write([]byte(tc.send))
+				c.conn.Close() // after what it sent, the stranger goes away
+			}()
+			select {
+			case err := <-errs:
+				if !errors.Is(err, ErrRefused) || errors.Is(err, ErrProtocol) || strings.Contains(err.Error(), "rank -1") {
+					t.Fatalf("got %v, want ErrRefused (not a protocol error of rank -1)", err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Serve did not return")
+			}
+			// The job's rank can still claim its connection.
+			ok, _ := portConn(t, ctx, n)
+			if got := ok.do("cmd=initack pmiid=1"); got != "cmd=initack" {
+				t.Fatalf("rank 1 claim after the stranger: %q", got)
+			}
+		})
 	}
 }

@@ -147,7 +147,22 @@ func (n *Node) Serve(ctx context.Context, rank int, conn io.ReadWriteCloser) err
 		}
 	}
 	s := &session{n: n, rank: rank, w: bufio.NewWriter(conn)}
-	r := bufio.NewReaderSize(conn, MaxLine)
+	err := s.serve(ctx, conn)
+	if err != nil && s.rank < 0 && ctx.Err() == nil && !errors.Is(err, ErrRefused) {
+		// A PMI_PORT connection that never named a rank is no rank of the
+		// job (any local process can connect): refuse it, the job goes on.
+		var re *RankError
+		if errors.As(err, &re) {
+			err = re.Err
+		}
+		return fmt.Errorf("%w: it named no rank: %v", ErrRefused, err)
+	}
+	return err
+}
+
+func (s *session) serve(ctx context.Context, conn io.Reader) error {
+	n := s.n
+	r := bufio.NewReaderSize(conn, MaxRequest)
 	finalized := false
 	for {
 		line, err := readLine(r)
@@ -197,11 +212,11 @@ func (s *session) readError(ctx context.Context, err error, unfinished bool) err
 	return &RankError{s.rank, err}
 }
 
-// readLine reads one line of at most MaxLine bytes.
+// readLine reads one line of at most MaxRequest bytes.
 func readLine(r *bufio.Reader) (string, error) {
 	line, err := r.ReadSlice('\n')
 	if errors.Is(err, bufio.ErrBufferFull) {
-		return "", fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, MaxLine)
+		return "", fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, MaxRequest)
 	}
 	if err != nil {
 		if len(line) > 0 && errors.Is(err, io.EOF) {

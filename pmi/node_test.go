@@ -152,7 +152,8 @@ func TestProtocolErrors(t *testing.T) {
 		{"wrong kvsname", "cmd=put kvsname=other key=a value=b", `kvsname "other" is not this job's`, true},
 		{"long key", "cmd=put kvsname=kvs_1 key=" + strings.Repeat("k", 65) + " value=b", "bad key", true},
 		{"long value", "cmd=put kvsname=kvs_1 key=a value=" + strings.Repeat("v", 900), "", true},
-		{"long line", "cmd=put kvsname=kvs_1 key=a value=" + strings.Repeat("v", 1100), "line longer than 1024", true},
+		{"value over the limit", "cmd=put kvsname=kvs_1 key=a value=" + strings.Repeat("v", 1025), "1025 bytes exceeds the limit of 1024", true},
+		{"long line", "cmd=put kvsname=kvs_1 key=a value=" + strings.Repeat("v", 2000), "line longer than 1373", true},
 		{"duplicate key", "cmd=put kvsname=kvs_1 key=a key=b value=c", `key "key" given twice`, true},
 	}
 	for _, tc := range tests {
@@ -180,6 +181,35 @@ func TestProtocolErrors(t *testing.T) {
 				t.Fatal("Serve did not fail")
 			}
 		})
+	}
+}
+
+// TestPutAtAdvertisedLimits: a put whose kvsname, key and value are as
+// long as get_maxes allows is longer than the client's 1024-byte line
+// (MPICH 4.1+ clients size their lines to fit, as Hydra reads them); it
+// must be stored and read back, not end the job as a protocol error.
+func TestPutAtAdvertisedLimits(t *testing.T) {
+	kvs := "kvs_" + strings.Repeat("n", MaxKVSName-4)
+	key, val := strings.Repeat("k", MaxKey), strings.Repeat("v", MaxValue)
+	cl, errs := startNode(t, NodeConfig{KVSName: kvs, Size: 1, Ranks: []int{0}, Uplink: &jobUplink{job: NewJob(1)}})
+	c := cl[0]
+	c.do("cmd=init pmi_version=1 pmi_subversion=1")
+	put := "cmd=put kvsname=" + kvs + " key=" + key + " value=" + val
+	done := make(chan string, 1)
+	go func() { done <- c.do(put) }()
+	select {
+	case got := <-done:
+		if got != "cmd=put_result rc=0 msg=success" {
+			t.Fatalf("put of a %d-byte line: got %q", len(put)+1, got)
+		}
+	case err := <-errs[0]:
+		t.Fatalf("put of a %d-byte line within get_maxes ended the rank: %v", len(put)+1, err)
+	}
+	if got := c.do("cmd=barrier_in"); got != "cmd=barrier_out" {
+		t.Fatalf("barrier: %q", got)
+	}
+	if got, want := c.do("cmd=get kvsname="+kvs+" key="+key), "cmd=get_result rc=0 msg=success value="+val; got != want {
+		t.Fatalf("get: got %d bytes %.60q, want the %d-byte value", len(got), got, len(val))
 	}
 }
 

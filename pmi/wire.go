@@ -16,6 +16,11 @@ const (
 	MaxValue   = 1024
 	// MaxLine is the PMI-1 client's line buffer, newline included.
 	MaxLine = 1024
+	// MaxRequest is the longest request line the server reads: a put
+	// whose kvsname, key and value are as long as get_maxes allows. It
+	// exceeds MaxLine; MPICH 4.1+ clients size their lines to fit and
+	// Hydra reads them, so a value within vallen_max must not end the job.
+	MaxRequest = len("cmd=put kvsname= key= value=\n") + MaxKVSName + MaxKey + MaxValue
 )
 
 // ErrProtocol is wrapped by every error caused by what a client sent.

@@ -90,6 +90,7 @@ type Msg struct {
 	At int64 `json:"at,omitempty"`
 
 	KVS     []pmi.KV `json:"kvs,omitempty"`
+	More    bool     `json:"more,omitempty"` // fence, fence_done: more KVS follow (SplitKVS)
 	ReqID   int      `json:"req,omitempty"`
 	Op      string   `json:"op,omitempty"`
 	Service string   `json:"service,omitempty"`

@@ -220,6 +220,7 @@ type proxyConn struct {
 	sess  *yamux.Session
 	conn  *control.Conn
 	out   outbox
+	fence control.KVSJoin // its fence message being reassembled
 
 	closeOnce sync.Once
 }
@@ -556,10 +557,14 @@ func (j *job) loop(ctx context.Context) int {
 				j.cfg.Log.Debug("rank exited", "rank", ev.msg.Rank, "code", ev.msg.Code, "signal", ev.msg.Signal)
 				j.rankExited(ev.msg.Rank, ev.msg.Code, ev.msg.Signal, ev.msg.Error, ev.msg.At)
 			case control.MsgFence:
+				m, whole := j.tops[ev.top].fence.Add(ev.msg)
+				if !whole {
+					break
+				}
 				j.pmiCalls++
 				// Recorded here, not in the goroutine, so that checkFence
 				// sees every arrival the loop has received.
-				f, err := j.kvs.Arrive(ev.top, ev.msg.KVS)
+				f, err := j.kvs.Arrive(ev.top, m.KVS)
 				go j.fence(ev.top, f, err)
 				j.checkFence()
 			case control.MsgAbort:
@@ -700,7 +705,9 @@ func (j *job) fence(top int, f pmi.Arrival, err error) {
 	if err != nil {
 		m = control.Msg{T: control.MsgFenceDone, Host: p.index, Error: err.Error()}
 	}
-	p.out.push(m)
+	for _, part := range control.SplitKVS(m) {
+		p.out.push(part)
+	}
 }
 
 // checkFence ends the job when a fence round is under way that a host

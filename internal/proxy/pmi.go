@@ -27,6 +27,7 @@ type uplink struct {
 	mu    sync.Mutex
 	seq   int
 	names map[int]chan control.Msg
+	done  control.KVSJoin // fence_done being reassembled (control.SplitKVS)
 }
 
 func newUplink(send func(control.Msg) error, fence func([]pmi.KV) error) *uplink {
@@ -100,6 +101,12 @@ func (u *uplink) Lookup(ctx context.Context, service string) (string, error) {
 func (u *uplink) deliver(m control.Msg) {
 	switch m.T {
 	case control.MsgFenceDone:
+		u.mu.Lock()
+		m, whole := u.done.Add(m)
+		u.mu.Unlock()
+		if !whole {
+			return
+		}
 		select {
 		case u.fenceCh <- m:
 		default:

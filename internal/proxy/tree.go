@@ -36,6 +36,8 @@ type child struct {
 	proc *launcher.Recording
 	sess *yamux.Session
 	conn *control.Conn
+	// fence reassembles the child's fence message (control.SplitKVS).
+	fence control.KVSJoin
 }
 
 func newTree(p *proxy) *tree {
@@ -126,7 +128,9 @@ func (t *tree) relay(c *child) {
 			continue
 		}
 		if f.Msg.T == control.MsgFence {
-			t.fence(f.Msg.KVS)
+			if m, whole := c.fence.Add(f.Msg); whole {
+				t.fence(m.KVS)
+			}
 			continue
 		}
 		// Sent before the host counts as ended: this proxy exits once
@@ -176,7 +180,12 @@ func (t *tree) fence(puts []pmi.KV) error {
 	all := t.puts
 	t.arrived, t.puts = 0, nil
 	t.fmu.Unlock()
-	return t.p.send(control.Msg{T: control.MsgFence, KVS: all})
+	for _, m := range control.SplitKVS(control.Msg{T: control.MsgFence, KVS: all}) {
+		if err := t.p.send(m); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // down forwards a launcher message: to the one child whose subtree holds
