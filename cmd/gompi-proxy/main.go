@@ -126,8 +126,11 @@ func main() {
 	stream, err := sessionStream(ctx)
 	close(connected)
 	<-watched
-	if err == nil && ctx.Err() != nil {
-		stream.Close()
+	if ctx.Err() != nil {
+		// Also when the signal cut the connect-back short.
+		if err == nil {
+			stream.Close()
+		}
 		err = errors.New("terminated by a signal before the job arrived")
 	}
 	if err != nil {

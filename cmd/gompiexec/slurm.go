@@ -27,6 +27,27 @@ func inSlurmAllocation(getenv func(string) string) bool {
 	return getenv("SLURM_JOB_ID") != "" && (getenv("SLURM_JOB_NODELIST") != "" || getenv("SLURM_NODELIST") != "")
 }
 
+// slurmJobNodes are the allocation's nodes, which alone srun can start
+// proxies on; none outside an allocation and in a heterogeneous job (its
+// components' node lists are separate).
+func slurmJobNodes(getenv func(string) string) ([]string, error) {
+	if getenv("SLURM_JOB_ID") == "" || getenv("SLURM_HET_SIZE") != "" {
+		return nil, nil
+	}
+	list := getenv("SLURM_JOB_NODELIST")
+	if list == "" {
+		list = getenv("SLURM_NODELIST")
+	}
+	if list == "" {
+		return nil, nil
+	}
+	nodes, err := hostfile.ExpandNodeList(list)
+	if err != nil {
+		return nil, fmt.Errorf("slurm allocation: SLURM_JOB_NODELIST: %w", err)
+	}
+	return nodes, nil
+}
+
 var slurmBE *launcher.Slurm
 
 // slurmBackend starts every host's proxy in one srun step. With -iface the
@@ -39,6 +60,10 @@ func slurmBackend(log *slog.Logger, iface, localhost string) (func(hostfile.Host
 		return nil, err
 	}
 	cfg.Ports = ports
+	if cfg.JobNodes, err = slurmJobNodes(os.Getenv); err != nil {
+		return nil, err
+	}
+	cfg.JobID = os.Getenv("SLURM_JOB_ID")
 	if iface != "" {
 		ip, err := netif.Addr(iface)
 		if err != nil {

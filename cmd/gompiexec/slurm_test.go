@@ -95,3 +95,27 @@ func TestSlurmBackendLocalhost(t *testing.T) {
 		}
 	}
 }
+
+// The nodes hosts are checked against: the job's, expanded; none outside
+// an allocation or in a heterogeneous job.
+func TestSlurmJobNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+		err  bool
+	}{
+		{"range", map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-3],gpu07"}, "n1,n2,n3,gpu07", false},
+		{"old SLURM_NODELIST", map[string]string{"SLURM_JOB_ID": "7", "SLURM_NODELIST": "a[08-10]"}, "a08,a09,a10", false},
+		{"no allocation", map[string]string{"SLURM_JOB_NODELIST": "n1"}, "", false},
+		{"het job", map[string]string{"SLURM_JOB_ID": "7", "SLURM_HET_SIZE": "2", "SLURM_JOB_NODELIST": "n1"}, "", false},
+		{"malformed", map[string]string{"SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "n[1-"}, "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := slurmJobNodes(func(k string) string { return tc.env[k] })
+			if (err != nil) != tc.err || strings.Join(got, ",") != tc.want {
+				t.Errorf("slurmJobNodes = %v, %v; want %q (error %v)", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}

@@ -189,6 +189,12 @@ func DialConnectBack(ctx context.Context, addrs []string, secret []byte, name st
 	d := net.Dialer{Timeout: timeout}
 	for _, a := range addrs {
 		conn, err := d.DialContext(ctx, "tcp", a)
+		if err != nil && ctx.Err() != nil {
+			// Cancelled (the proxy was signalled: scancel at start-up):
+			// every address would fail the same way, and listing them
+			// all read as a network fault.
+			return nil, fmt.Errorf("connect-back to gompiexec: %w", ctx.Err())
+		}
 		if err == nil {
 			if err = ProveConnectBack(conn, secret, name, timeout); err == nil {
 				setLiveness(conn, ConnectLiveness)

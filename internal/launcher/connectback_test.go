@@ -2,9 +2,11 @@ package launcher
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,4 +150,22 @@ func FuzzAcceptConnectBack(f *testing.F) {
 			t.Fatalf("accepted %q", in)
 		}
 	})
+}
+
+// A connect-back cut short by cancellation (the proxy SIGTERMed by scancel
+// while it dials) says so once, rather than listing every address as
+// failed with "operation was canceled", which read as a network fault.
+func TestDialConnectBackCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	addrs := []string{"192.0.2.1:1", "192.0.2.2:1", "127.0.0.1:1"}
+	_, err := DialConnectBack(ctx, addrs, make([]byte, 32), "n1", time.Second)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("DialConnectBack = %v, want context.Canceled", err)
+	}
+	for _, a := range addrs {
+		if strings.Contains(err.Error(), a) {
+			t.Errorf("error %q names %s: a cancelled dial is no address's fault", err, a)
+		}
+	}
 }

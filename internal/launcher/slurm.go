@@ -65,6 +65,12 @@ type SlurmConfig struct {
 	// ConnectTimeout bounds the wait for every proxy to connect back once
 	// srun has started. Default 60s (srun may queue for a moment).
 	ConnectTimeout time.Duration
+	// JobNodes are the nodes of the allocation srun runs in (expanded
+	// $SLURM_JOB_NODELIST), JobID its id: a host outside them fails at once,
+	// named, instead of as srun's "Requested node configuration is not
+	// available". Empty: not checked (no allocation yet, or a het job).
+	JobNodes []string
+	JobID    string
 	// Stderr receives srun's own output and the proxies' diagnostics.
 	Stderr io.Writer
 	Log    *slog.Logger
@@ -216,7 +222,9 @@ func (s *Slurm) Start(ctx context.Context, spec Spec) (Proc, error) {
 	}
 	if !s.started {
 		s.started = true
-		s.startErr = s.startSrun(spec)
+		if s.startErr = s.checkJobNodes(); s.startErr == nil {
+			s.startErr = s.startSrun(spec)
+		}
 	}
 	err := s.startErr
 	s.mu.Unlock()
@@ -239,6 +247,31 @@ func (s *Slurm) Start(ctx context.Context, spec Spec) (Proc, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// ErrNotInJob: a host the step should run on is not a node of the
+// allocation.
+var ErrNotInJob = errors.New("not a node of the Slurm job")
+
+// checkJobNodes fails naming the first expected host that is not one of
+// the job's nodes (s.mu held). srun takes only Slurm's node names, and a
+// proxy names itself by $SLURMD_NODENAME, so an address or another
+// spelling of a node would fail too.
+func (s *Slurm) checkJobNodes() error {
+	if len(s.cfg.JobNodes) == 0 {
+		return nil
+	}
+	in := make(map[string]bool, len(s.cfg.JobNodes))
+	for _, n := range s.cfg.JobNodes {
+		in[n] = true
+	}
+	for _, h := range s.hosts {
+		if !in[h] {
+			return fmt.Errorf("slurm launcher: host %s: %w %s (its nodes: %s); -hosts and -f name the job's nodes as Slurm does (scontrol show hostnames)",
+				h, ErrNotInJob, s.cfg.JobID, strings.Join(s.cfg.JobNodes, ","))
+		}
+	}
+	return nil
 }
 
 // OverlapEnv is in srun's environment: srun --overlap (Slurm 20.11 and

@@ -80,6 +80,7 @@ const GenFlag = roff.GenFlag
 // under gompiexec (or Hydra, or srun --mpi=pmi2).
 var RankEnv = []Item{
 	{"PMI_FD, PMI_RANK, PMI_SIZE, PMI_PORT, PMI_ID", "how the rank reaches its process manager's PMI server (set by gompiexec, Hydra or srun --mpi=pmi2)"},
+	{"GOMPI_SINGLETON", "1 lets each task of a multi-task srun step without PMI (no --mpi=pmi2) run alone as rank 0 of 1, which is otherwise an error"},
 	{"GOMPI_JOB_SECRET", "per-job secret that authenticates connections between ranks"},
 	{"GOMPI_SHM, GOMPI_CMA", "0 turns off the shared-memory transport, or cross-memory attach, between ranks on one host"},
 }

@@ -94,8 +94,31 @@ func New(ctx context.Context) (*Client, error) {
 		}
 		return c, nil
 	}
+	if err := checkSrunWithoutPMI(os.Getenv); err != nil {
+		return nil, err
+	}
 	return &Client{size: 1, appnum: 0, kvsname: fmt.Sprintf("singinit_kvs_%d_0", os.Getpid()),
 		maxValue: pmi.MaxValue, singleton: true, local: map[string]string{}}, nil
+}
+
+// SingletonEnv=1 lets every task of a multi-task srun step without a PMI
+// plugin run as a singleton of its own (task farming), which New otherwise
+// refuses (ErrNoPMI).
+const SingletonEnv = "GOMPI_SINGLETON"
+
+// ErrNoPMI: srun started several tasks of this step without a PMI plugin
+// (its --mpi=none, the usual MpiDefault); each would run alone as rank 0 of
+// 1 and compute the whole job's answer, or a wrong one, N times.
+var ErrNoPMI = errors.New("pmi: srun started this step's tasks without PMI")
+
+func checkSrunWithoutPMI(getenv func(string) string) error {
+	n, _ := strconv.Atoi(getenv("SLURM_STEP_NUM_TASKS"))
+	task := getenv("SLURM_PROCID")
+	if n <= 1 || task == "" || getenv(SingletonEnv) == "1" {
+		return nil
+	}
+	return fmt.Errorf("%w: task %s of %d (SLURM_PROCID, SLURM_STEP_NUM_TASKS) has no PMI_FD or PMI_PORT and would run alone as rank 0 of 1; run srun --mpi=pmi2, or set %s=1 to run every task as its own singleton",
+		ErrNoPMI, task, n, SingletonEnv)
 }
 
 // NewFromConn speaks PMI over an established connection (PMI_FD mode).

@@ -101,6 +101,7 @@ func TestServerGoneAndCancel(t *testing.T) {
 func TestSingleton(t *testing.T) {
 	t.Setenv("PMI_FD", "")
 	t.Setenv("PMI_PORT", "")
+	t.Setenv("SLURM_STEP_NUM_TASKS", "") // the test itself may run under srun
 	c, err := New(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -222,5 +223,39 @@ func TestCancelAfterReplyLeavesNoDeadline(t *testing.T) {
 	}
 	if err := c.Finalize(); err != nil {
 		t.Fatalf("finalize: %v", err)
+	}
+}
+
+// A task of a multi-task srun step that got no PMI (srun --mpi=none, the
+// usual MpiDefault) is refused rather than run as rank 0 of 1, unless
+// GOMPI_SINGLETON=1 asks for that; one task, or no srun, is a singleton.
+func TestSrunWithoutPMI(t *testing.T) {
+	for _, tc := range []struct {
+		name, tasks, procid, single string
+		fail                        bool
+	}{
+		{"srun -n 4 --mpi=none", "4", "2", "", true},
+		{"opted into singletons", "4", "2", "1", false},
+		{"srun -n 1", "1", "0", "", false},
+		{"not a step task", "", "", "", false},
+		{"step tasks without SLURM_PROCID", "4", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv("PMI_FD", "")
+			t.Setenv("PMI_PORT", "")
+			t.Setenv("SLURM_STEP_NUM_TASKS", tc.tasks)
+			t.Setenv("SLURM_PROCID", tc.procid)
+			t.Setenv(SingletonEnv, tc.single)
+			c, err := New(context.Background())
+			if tc.fail {
+				if !errors.Is(err, ErrNoPMI) || !strings.Contains(err.Error(), "task 2 of 4") || !strings.Contains(err.Error(), "--mpi=pmi2") {
+					t.Fatalf("New = %v; want ErrNoPMI naming task 2 of 4 and --mpi=pmi2", err)
+				}
+				return
+			}
+			if err != nil || !c.Singleton() {
+				t.Fatalf("New = %v, %v; want a singleton", c, err)
+			}
+		})
 	}
 }
