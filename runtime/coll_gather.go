@@ -175,7 +175,12 @@ func Gatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root
 // Allgather collects every rank's sendbuf (equal lengths k) into every
 // rank's recvbuf in rank order (len >= Size()*k). Recursive doubling
 // (log2 n exchanges of doubling size) for power-of-two sizes below 64 KiB
-// gathered; otherwise a ring (n-1 exchanges of one block).
+// gathered; otherwise a ring (n-1 exchanges of one block). On an
+// intercommunicator recvbuf receives the remote group's blocks in its rank
+// order; their length is the remote group's k, which may differ from this
+// group's (as MPI's recvcount may differ from sendcount there). A recvbuf
+// shorter than RemoteSize() of them is ErrTruncate on every member of the
+// group.
 func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	if c.inter != nil {
 		return interAllgather(c, sendbuf, recvbuf)

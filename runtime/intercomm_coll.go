@@ -1,6 +1,9 @@
 package mpi
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Collectives on intercommunicators (MPI semantics): each group's result
 // comes from the other group. Each runs within the local group on the
@@ -73,27 +76,43 @@ func interAllreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 }
 
 // interAllgather: each group gathers at its rank 0, the rank 0s swap the
-// gathered blocks, and each broadcasts the other group's.
+// gathered blocks, and each broadcasts the other group's. The remote
+// group's blocks may be longer or shorter than this group's (MPI lets the
+// groups' send counts differ): rank 0 learns their length from the
+// message and broadcasts it first, or -1 if they did not fit its recvbuf.
 func interAllgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	lc := c.inter.local
-	k, rn := len(sendbuf), len(c.group)
-	if len(recvbuf) < rn*k {
-		return fmt.Errorf("%w: allgather: receive buffer of %d for %d remote ranks x %d", ErrArg, len(recvbuf), rn, k)
-	}
-	recvbuf = recvbuf[:rn*k]
 	var part []T
 	if lc.rank == 0 {
-		part = make([]T, len(lc.group)*k)
+		part = make([]T, len(lc.group)*len(sendbuf))
 	}
 	if err := Gather(lc, sendbuf, part, 0); err != nil {
 		return err
 	}
+	n := []int64{-1}
+	var swapErr error
 	if lc.rank == 0 {
-		if err := c.csendrecv(asBytes(part), 0, asBytes(recvbuf), 0, tagAllgather); err != nil {
-			return err
+		rr := c.cirecv(asBytes(recvbuf), sizeOf[T](), 0, tagAllgather)
+		swapErr = c.waitReqs(rr, c.cisend(asBytes(part), 0, tagAllgather))
+		if swapErr == nil {
+			st, _ := rr.Wait(bg) // done: its status
+			n[0] = int64(st.Count)
 		}
 	}
-	return Bcast(lc, recvbuf, 0)
+	if err := Bcast(lc, n, 0); err != nil {
+		return errors.Join(swapErr, err)
+	}
+	switch {
+	case swapErr != nil:
+		return swapErr
+	case n[0] < 0:
+		return fmt.Errorf("%w: allgather: local rank 0 could not receive the remote group's blocks (its receive buffer of %d is too short?)", ErrTruncate, len(recvbuf))
+	case n[0] > int64(len(recvbuf)):
+		// Take part in the broadcast all the same, so the others finish.
+		err := Bcast(lc, make([]T, n[0]), 0)
+		return errors.Join(fmt.Errorf("%w: allgather: receive buffer of %d for the remote group's %d elements", ErrTruncate, len(recvbuf), n[0]), err)
+	}
+	return Bcast(lc, recvbuf[:n[0]], 0)
 }
 
 // interRooted sorts a rooted collective's root argument on an
