@@ -35,6 +35,9 @@ func checkV(n int, counts, displs []int, size int, what string) ([]int, error) {
 // to rank i's recvbuf. sendbuf (root only; len >= Size()*len(recvbuf)) is
 // ignored elsewhere. Root sends to every rank directly (a linear scatter:
 // the root's links are the bottleneck either way).
+// On an intercommunicator the root (Root) sends its whole sendbuf, which
+// must be RemoteSize() blocks of the other group's len(recvbuf): a longer
+// one is ErrTruncate, a shorter one ErrArg, on every member of that group.
 func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	if c.inter != nil {
 		return interScatter(c, sendbuf, recvbuf, root)

@@ -82,3 +82,61 @@ func TestInterCommAllgatherCounts(t *testing.T) {
 		})
 	})
 }
+
+// interScatterLen: on an intercommunicator the root (group A's rank 0)
+// sends its whole sendbuf, which must hold RemoteSize() blocks of the
+// other group's len(recvbuf). A longer one must fail on every member of
+// B with ErrTruncate, a shorter one with ErrArg (not leave zeros in the
+// last blocks unreported), and neither may leave B's members waiting.
+func interScatterLen(s interSide) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ic := s.ic.WithContext(ctx)
+	for _, tc := range []struct {
+		extra int
+		want  error
+	}{{0, nil}, {1, ErrTruncate}, {-1, ErrArg}} {
+		const k = 2
+		var send, recv []int32
+		if s.inA && s.ic.Rank() == 0 {
+			send = make([]int32, len(s.other)*k+tc.extra)
+			for i := range send {
+				send[i] = int32(i + 1)
+			}
+		}
+		if !s.inA {
+			recv = make([]int32, k)
+		}
+		err := Scatter(ic, send, recv, s.rootArg(true, 0))
+		switch {
+		case s.inA && err != nil:
+			return fmt.Errorf("scatter of %d extra elements, at the root's group: %w", tc.extra, err)
+		case s.inA:
+		case tc.want == nil && err != nil:
+			return fmt.Errorf("scatter: %w", err)
+		case tc.want == nil && (recv[0] != int32(s.ic.Rank()*k+1) || recv[k-1] != int32(s.ic.Rank()*k+k)):
+			return fmt.Errorf("scatter: got %v", recv)
+		case tc.want != nil && !errors.Is(err, tc.want):
+			return fmt.Errorf("scatter of %d extra elements from the root: %v, want %v", tc.extra, err, tc.want)
+		}
+		if err := ic.Barrier(); err != nil {
+			return fmt.Errorf("barrier after scatter of %d extra: %w", tc.extra, err)
+		}
+	}
+	return nil
+}
+
+func TestInterCommScatterLength(t *testing.T) {
+	forInterWorlds(t, interSizes, func(t *testing.T, comms []*Comm) {
+		each(t, comms, func(c *Comm) error {
+			s, err := makeSide(c)
+			if err != nil {
+				return err
+			}
+			if err := interScatterLen(s); err != nil {
+				return err
+			}
+			return s.ic.Free()
+		})
+	})
+}

@@ -171,7 +171,8 @@ func interCollect[T Number](c *Comm, recvbuf []T, root int, what string, tag, n 
 }
 
 // interScatter: the root sends its RemoteSize() blocks to the other
-// group's rank 0, which scatters them.
+// group's rank 0, which broadcasts whether they fitted (one word) and
+// scatters them.
 func interScatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	isRoot, idle, err := c.interRooted(root, "scatter")
 	switch {
@@ -180,13 +181,43 @@ func interScatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	case isRoot:
 		return c.csend(asBytes(sendbuf), 0, tagScatter)
 	}
+	// Rank 0 tells its group how the root's message fitted before
+	// scattering it: a failure there must fail every member (not leave
+	// them waiting), and a short message must not pass as zeros.
 	lc := c.inter.local
 	var part []T
+	st := []int64{0}
+	var rerr error
 	if lc.rank == 0 {
 		part = make([]T, len(lc.group)*len(recvbuf))
-		if err := c.crecv(asBytes(part), root, tagScatter); err != nil {
-			return err
+		rr := c.cirecv(asBytes(part), sizeOf[T](), root, tagScatter)
+		var s Status
+		if s, rerr = c.wait(rr); rerr == nil {
+			st[0] = int64(s.Count)
+			if s.Count == Undefined { // not whole elements
+				st[0] = -3
+			}
+		} else if errors.Is(rerr, ErrTruncate) {
+			st[0] = -1
+		} else {
+			st[0] = -2
 		}
+	}
+	if err := Bcast(lc, st, 0); err != nil {
+		return errors.Join(rerr, err)
+	}
+	want := int64(len(lc.group) * len(recvbuf))
+	switch {
+	case rerr != nil:
+		return rerr
+	case st[0] == -1:
+		return fmt.Errorf("%w: scatter: the root sent more than %d ranks x %d elements (local rank 0's receive)", ErrTruncate, len(lc.group), len(recvbuf))
+	case st[0] == -3:
+		return fmt.Errorf("%w: scatter: the root's message is not a whole number of elements", ErrArg)
+	case st[0] < 0:
+		return fmt.Errorf("scatter: local rank 0 failed to receive from root %d: %w", root, ErrMemberFailed)
+	case st[0] != want:
+		return fmt.Errorf("%w: scatter: the root sent %d elements for %d ranks x %d", ErrArg, st[0], len(lc.group), len(recvbuf))
 	}
 	return Scatter(lc, part, recvbuf, 0)
 }
