@@ -35,6 +35,9 @@ func checkV(n int, counts, displs []int, size int, what string) ([]int, error) {
 // to rank i's recvbuf. sendbuf (root only; len >= Size()*len(recvbuf)) is
 // ignored elsewhere. Root sends to every rank directly (a linear scatter:
 // the root's links are the bottleneck either way).
+// On an intercommunicator the root (Root) sends its whole sendbuf, which
+// must be RemoteSize() blocks of the other group's len(recvbuf): a longer
+// one is ErrTruncate, a shorter one ErrArg, on every member of that group.
 func Scatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	if c.inter != nil {
 		return interScatter(c, sendbuf, recvbuf, root)
@@ -175,7 +178,12 @@ func Gatherv[T Number](c *Comm, sendbuf, recvbuf []T, counts, displs []int, root
 // Allgather collects every rank's sendbuf (equal lengths k) into every
 // rank's recvbuf in rank order (len >= Size()*k). Recursive doubling
 // (log2 n exchanges of doubling size) for power-of-two sizes below 64 KiB
-// gathered; otherwise a ring (n-1 exchanges of one block).
+// gathered; otherwise a ring (n-1 exchanges of one block). On an
+// intercommunicator recvbuf receives the remote group's blocks in its rank
+// order; their length is the remote group's k, which may differ from this
+// group's (as MPI's recvcount may differ from sendcount there). A recvbuf
+// shorter than RemoteSize() of them is ErrTruncate on every member of the
+// group.
 func Allgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	if c.inter != nil {
 		return interAllgather(c, sendbuf, recvbuf)

@@ -1,6 +1,9 @@
 package mpi
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Collectives on intercommunicators (MPI semantics): each group's result
 // comes from the other group. Each runs within the local group on the
@@ -73,27 +76,43 @@ func interAllreduce[T Number](c *Comm, sendbuf, recvbuf []T, op Op) error {
 }
 
 // interAllgather: each group gathers at its rank 0, the rank 0s swap the
-// gathered blocks, and each broadcasts the other group's.
+// gathered blocks, and each broadcasts the other group's. The remote
+// group's blocks may be longer or shorter than this group's (MPI lets the
+// groups' send counts differ): rank 0 learns their length from the
+// message and broadcasts it first, or -1 if they did not fit its recvbuf.
 func interAllgather[T Number](c *Comm, sendbuf, recvbuf []T) error {
 	lc := c.inter.local
-	k, rn := len(sendbuf), len(c.group)
-	if len(recvbuf) < rn*k {
-		return fmt.Errorf("%w: allgather: receive buffer of %d for %d remote ranks x %d", ErrArg, len(recvbuf), rn, k)
-	}
-	recvbuf = recvbuf[:rn*k]
 	var part []T
 	if lc.rank == 0 {
-		part = make([]T, len(lc.group)*k)
+		part = make([]T, len(lc.group)*len(sendbuf))
 	}
 	if err := Gather(lc, sendbuf, part, 0); err != nil {
 		return err
 	}
+	n := []int64{-1}
+	var swapErr error
 	if lc.rank == 0 {
-		if err := c.csendrecv(asBytes(part), 0, asBytes(recvbuf), 0, tagAllgather); err != nil {
-			return err
+		rr := c.cirecv(asBytes(recvbuf), sizeOf[T](), 0, tagAllgather)
+		swapErr = c.waitReqs(rr, c.cisend(asBytes(part), 0, tagAllgather))
+		if swapErr == nil {
+			st, _ := rr.Wait(bg) // done: its status
+			n[0] = int64(st.Count)
 		}
 	}
-	return Bcast(lc, recvbuf, 0)
+	if err := Bcast(lc, n, 0); err != nil {
+		return errors.Join(swapErr, err)
+	}
+	switch {
+	case swapErr != nil:
+		return swapErr
+	case n[0] < 0:
+		return fmt.Errorf("%w: allgather: local rank 0 could not receive the remote group's blocks (its receive buffer of %d is too short?)", ErrTruncate, len(recvbuf))
+	case n[0] > int64(len(recvbuf)):
+		// Take part in the broadcast all the same, so the others finish.
+		err := Bcast(lc, make([]T, n[0]), 0)
+		return errors.Join(fmt.Errorf("%w: allgather: receive buffer of %d for the remote group's %d elements", ErrTruncate, len(recvbuf), n[0]), err)
+	}
+	return Bcast(lc, recvbuf[:n[0]], 0)
 }
 
 // interRooted sorts a rooted collective's root argument on an
@@ -152,7 +171,8 @@ func interCollect[T Number](c *Comm, recvbuf []T, root int, what string, tag, n 
 }
 
 // interScatter: the root sends its RemoteSize() blocks to the other
-// group's rank 0, which scatters them.
+// group's rank 0, which broadcasts whether they fitted (one word) and
+// scatters them.
 func interScatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	isRoot, idle, err := c.interRooted(root, "scatter")
 	switch {
@@ -161,13 +181,43 @@ func interScatter[T Number](c *Comm, sendbuf, recvbuf []T, root int) error {
 	case isRoot:
 		return c.csend(asBytes(sendbuf), 0, tagScatter)
 	}
+	// Rank 0 tells its group how the root's message fitted before
+	// scattering it: a failure there must fail every member (not leave
+	// them waiting), and a short message must not pass as zeros.
 	lc := c.inter.local
 	var part []T
+	st := []int64{0}
+	var rerr error
 	if lc.rank == 0 {
 		part = make([]T, len(lc.group)*len(recvbuf))
-		if err := c.crecv(asBytes(part), root, tagScatter); err != nil {
-			return err
+		rr := c.cirecv(asBytes(part), sizeOf[T](), root, tagScatter)
+		var s Status
+		if s, rerr = c.wait(rr); rerr == nil {
+			st[0] = int64(s.Count)
+			if s.Count == Undefined { // not whole elements
+				st[0] = -3
+			}
+		} else if errors.Is(rerr, ErrTruncate) {
+			st[0] = -1
+		} else {
+			st[0] = -2
 		}
+	}
+	if err := Bcast(lc, st, 0); err != nil {
+		return errors.Join(rerr, err)
+	}
+	want := int64(len(lc.group) * len(recvbuf))
+	switch {
+	case rerr != nil:
+		return rerr
+	case st[0] == -1:
+		return fmt.Errorf("%w: scatter: the root sent more than %d ranks x %d elements (local rank 0's receive)", ErrTruncate, len(lc.group), len(recvbuf))
+	case st[0] == -3:
+		return fmt.Errorf("%w: scatter: the root's message is not a whole number of elements", ErrArg)
+	case st[0] < 0:
+		return fmt.Errorf("scatter: local rank 0 failed to receive from root %d: %w", root, ErrMemberFailed)
+	case st[0] != want:
+		return fmt.Errorf("%w: scatter: the root sent %d elements for %d ranks x %d", ErrArg, st[0], len(lc.group), len(recvbuf))
 	}
 	return Scatter(lc, part, recvbuf, 0)
 }
