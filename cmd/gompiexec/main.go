@@ -177,9 +177,10 @@ apply when the option is not given; HYDRA_LAUNCHER_EXTRA_ARGS are words an rsh a
 machine's proxy through the launcher too. MPIEXEC_PORT_RANGE=MIN:MAX (or another of MPICH's
 port-range names) confines the ports the slurm launcher's proxies connect back to and
 Go ranks listen on, for firewalls. Accepted for Hydra's sake, choosing nothing here:
--demux poll|select, -topolib hwloc, -disable-x (X11 is never forwarded). Default global options (config-file syntax), which the command line
-overrides, come from the first file that opens of HYDRA_CONFIG_FILE,
-~/.mpiexec.hydra.conf, /etc/mpiexec.hydra.conf and /usr/etc/mpiexec.hydra.conf.
+-demux poll|select, -topolib hwloc, -disable-x (X11 is never forwarded). Default global
+options (config-file syntax), which the command line overrides, come from the first file
+that opens of HYDRA_CONFIG_FILE, ~/.mpiexec.hydra.conf, /etc/mpiexec.hydra.conf and
+/usr/etc/mpiexec.hydra.conf.
 
 Shell completion: gompiexec completion bash|zsh|fish (only as the first argument: a
 program called completion or help runs as any other, e.g. gompiexec -n 2 completion)
