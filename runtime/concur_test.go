@@ -44,6 +44,15 @@ func checkSeq(i int, got []byte, st Status) error {
 	return nil
 }
 
+// onPair runs f on two ranks over every transport, with these tests'
+// small eager limit, and msgs messages (short of them under -short).
+func onPair(t *testing.T, msgs, short int, f func(t *testing.T, comms []*Comm, msgs int)) {
+	if testing.Short() {
+		msgs = short
+	}
+	transports(t, 2, func(c *Config) { c.EagerLimit = concurEager }, func(t *testing.T, comms []*Comm) { f(t, comms, msgs) })
+}
+
 // cancelRace sends msgs messages from rank 0 to rank 1 (tags 0..2, mixed
 // sizes) while rank 1 receives them with recv, which may give up (ok
 // false) at any moment, as a cancelled context makes it. Every message
@@ -93,11 +102,7 @@ func jitter(rng *rand.Rand) time.Duration {
 // RecvContext cancelled while the matching message is in flight or just
 // arrived: each message is received exactly once, in order.
 func TestConcurRecvContextCancelRace(t *testing.T) {
-	msgs := 300
-	if testing.Short() {
-		msgs = 100
-	}
-	transports(t, 2, func(c *Config) { c.EagerLimit = concurEager }, func(t *testing.T, comms []*Comm) {
+	onPair(t, 300, 100, func(t *testing.T, comms []*Comm, msgs int) {
 		rng := rand.New(rand.NewSource(1))
 		cancelRace(t, comms, msgs, func(c *Comm, buf []byte, i int) (Status, bool, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), jitter(rng))
@@ -114,11 +119,7 @@ func TestConcurRecvContextCancelRace(t *testing.T) {
 // Irecv then Cancel at a random moment, from another goroutine than the
 // one that waits.
 func TestConcurIrecvCancelRace(t *testing.T) {
-	msgs := 300
-	if testing.Short() {
-		msgs = 100
-	}
-	transports(t, 2, func(c *Config) { c.EagerLimit = concurEager }, func(t *testing.T, comms []*Comm) {
+	onPair(t, 300, 100, func(t *testing.T, comms []*Comm, msgs int) {
 		rng := rand.New(rand.NewSource(2))
 		cancelRace(t, comms, msgs, func(c *Comm, buf []byte, i int) (Status, bool, error) {
 			var r *Request
@@ -148,11 +149,7 @@ func TestConcurIrecvCancelRace(t *testing.T) {
 // MprobeContext and ProbeContext cancelled at random moments beside the
 // receives: a probe never takes a message it gave up on.
 func TestConcurProbeContextCancelRace(t *testing.T) {
-	msgs := 200
-	if testing.Short() {
-		msgs = 70
-	}
-	transports(t, 2, func(c *Config) { c.EagerLimit = concurEager }, func(t *testing.T, comms []*Comm) {
+	onPair(t, 200, 70, func(t *testing.T, comms []*Comm, msgs int) {
 		rng := rand.New(rand.NewSource(3))
 		cancelRace(t, comms, msgs, func(c *Comm, buf []byte, i int) (Status, bool, error) {
 			ctx, cancel := context.WithTimeout(context.Background(), jitter(rng))
@@ -570,11 +567,7 @@ func TestConcurCollectivesOnDups(t *testing.T) {
 // waited for again after: all see the same result. WaitAny and WaitSome
 // skip nil and consumed requests.
 func TestConcurWaitFromManyGoroutines(t *testing.T) {
-	msgs := 60
-	if testing.Short() {
-		msgs = 20
-	}
-	transports(t, 2, func(c *Config) { c.EagerLimit = concurEager }, func(t *testing.T, comms []*Comm) {
+	onPair(t, 60, 20, func(t *testing.T, comms []*Comm, msgs int) {
 		each(t, comms, func(c *Comm) error {
 			if c.Rank() == 0 {
 				for i := 0; i < msgs; i++ {
